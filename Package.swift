@@ -1,0 +1,61 @@
+// swift-tools-version:6.1
+// BLE Companion: BlueZ over D-Bus for Linux. See docs/ARCHITECTURE.md for the
+// layer rules this manifest enforces (who may import whom).
+import PackageDescription
+
+let package = Package(
+    name: "BLECompanion",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "blecompanion", targets: ["blecompanion"]),
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "BLEParsing", targets: ["BLEParsing"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // MARK: C shims (not API; imported implementation-only)
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        .systemLibrary(
+            name: "CBluetooth",
+            pkgConfig: "bluez",
+            providers: [.apt(["libbluetooth-dev"])]
+        ),
+        .systemLibrary(
+            name: "CLibCrypto",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // MARK: Layer 0: transports and pure parsing
+        .target(name: "DBus", dependencies: ["CDBus"]),
+        .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
+        .target(
+            name: "BLEParsing",
+            dependencies: ["CLibCrypto"],
+            linkerSettings: [.linkedLibrary("m")]
+        ),
+
+        // MARK: Executables
+        .executableTarget(
+            name: "blecompanion",
+            dependencies: [
+                "DBus", "BluetoothHCI", "BLEParsing",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing"]),
+        .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
+
+        // MARK: Tests
+        .testTarget(name: "DBusTests", dependencies: ["DBus"]),
+        .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
+        .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
+        .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus"]),
+    ]
+)
