@@ -1,0 +1,816 @@
+internal import CDBus
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A libdbus message reference that can cross threads once (it is handed
+/// from the caller that built it to the I/O thread that sends it).
+struct CMessage: @unchecked Sendable {
+    let pointer: OpaquePointer
+}
+
+@inline(__always) func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// Per-call state shared between the caller (cancellation) and the I/O thread.
+final class CallState: @unchecked Sendable {
+    enum Phase { case new, started(serial: UInt32), cancelled, done }
+    let lock = PThreadMutex()
+    var phase: Phase = .new
+}
+
+/// Something that receives the signals of one match rule.
+protocol SignalSink: AnyObject, Sendable {
+    var id: UInt64 { get }
+    /// Returns true when a consumer waits and ``wake()`` must follow.
+    func deliver(_ message: DBusMessage) -> Bool
+    func wake()
+    func finish(_ error: DBusError?)
+}
+
+final class BufferedSignalSink: SignalSink, @unchecked Sendable {
+    let id: UInt64
+    let buffer: AsyncBuffer<DBusMessage>
+    init(id: UInt64, capacity: Int) {
+        self.id = id
+        self.buffer = AsyncBuffer(capacity: capacity)
+    }
+    func deliver(_ message: DBusMessage) -> Bool { buffer.push(message, deferWake: true) }
+    func wake() { buffer.wake() }
+    func finish(_ error: DBusError?) { buffer.finish(throwing: error) }
+}
+
+/// A sink run on the I/O thread itself (internal bookkeeping).
+final class InlineSignalSink: SignalSink, @unchecked Sendable {
+    let id: UInt64
+    let handler: (DBusMessage) -> Void
+    init(id: UInt64, handler: @escaping (DBusMessage) -> Void) {
+        self.id = id
+        self.handler = handler
+    }
+    func deliver(_ message: DBusMessage) -> Bool {
+        handler(message)
+        return false
+    }
+    func wake() {}
+    func finish(_ error: DBusError?) {}
+}
+
+/// The engine behind ``DBusConnection``: one libdbus connection driven by a
+/// dedicated I/O thread blocked in `epoll_wait` (zero CPU when idle).
+///
+/// Threading rule: every libdbus call on the connection, and every field
+/// marked "loop" below, is touched only on the I/O thread. Other threads
+/// talk to it by ``execute(_:)``, which queues a closure and wakes the loop
+/// through an eventfd.
+final class ConnectionCore: @unchecked Sendable {
+    let address: String
+    private(set) var connection: OpaquePointer?   // loop
+    private let epollFD: Int32
+    private let wakeFD: Int32
+
+    // Cross-thread queue.
+    private let queueLock = PThreadMutex()
+    private var queue: [() -> Void] = []
+    private var accepting = true
+    private var wakePending = false
+
+    // Loop-only state.
+    private var watches: [Int32: [OpaquePointer]] = [:]
+    private var registeredEvents: [Int32: UInt32] = [:]
+    private var timeouts: [OpaquePointer: UInt64] = [:]
+    private var pending: [UInt32: PendingCall] = [:]
+    private var deadlines = DeadlineHeap()
+    private var running = true
+    private(set) var dead = false                   // loop
+    private var ruleGroups: [String: RuleGroup] = [:]
+    private var sinkToRule: [UInt64: String] = [:]
+    private var nameTracks: [String: NameTrack] = [:]
+    var exports = ExportRegistry()                  // loop
+    private var idCounter: UInt64 = 0
+    private let idLock = PThreadMutex()
+    var uniqueName: String = ""
+    var canPassUnixFDs = false
+    var malformedCount = 0                          // loop
+    let decodeCache = DecodeCache()                 // loop
+    private var pendingWakes: [ObjectIdentifier: any SignalSink] = [:]   // loop
+    private var deferredDeliveries = 0              // loop
+    private var firstDeferredAt: UInt64 = 0         // loop
+
+    struct PendingCall {
+        let member: String
+        let timeoutMs: Int
+        let completion: (Result<DBusMessage, DBusError>) -> Void
+        let state: CallState?
+        let onCancel: (() -> Void)?
+    }
+
+    final class RuleGroup {
+        let rule: DBusMatchRule
+        var sinks: [UInt64: any SignalSink] = [:]
+        var active = false
+        var waiters: [(DBusError?) -> Void] = []
+        init(rule: DBusMatchRule) { self.rule = rule }
+    }
+
+    final class NameTrack {
+        var owner: String?
+        var known = false
+        var users = 0
+        var watchers: [UInt64: AsyncBuffer<String?>] = [:]
+        var readyWaiters: [(DBusError?) -> Void] = []
+    }
+
+    private init(address: String, epollFD: Int32, wakeFD: Int32) {
+        self.address = address
+        self.epollFD = epollFD
+        self.wakeFD = wakeFD
+    }
+
+    func nextID() -> UInt64 {
+        idLock.withLock {
+            idCounter &+= 1
+            return idCounter
+        }
+    }
+
+    // MARK: Start-up
+
+    /// Opens a private connection to `address`, registers with the bus
+    /// (Hello), and starts the I/O thread. All of it happens on the new
+    /// thread; the caller is resumed with the result.
+    static func open(address: String, register: Bool) async throws -> ConnectionCore {
+        let ep = epoll_create1(Int32(EPOLL_CLOEXEC))
+        guard ep >= 0 else { throw DBusError.connectionFailed(address: address, reason: "epoll_create1 failed: errno \(errno)") }
+        let ev = eventfd(0, Int32(EFD_CLOEXEC | EFD_NONBLOCK))
+        guard ev >= 0 else {
+            Glibc.close(ep)
+            throw DBusError.connectionFailed(address: address, reason: "eventfd failed: errno \(errno)")
+        }
+        let core = ConnectionCore(address: address, epollFD: ep, wakeFD: ev)
+        var event = epoll_event()
+        event.events = EPOLLIN.rawValue
+        event.data.fd = ev
+        epoll_ctl(ep, EPOLL_CTL_ADD, ev, &event)
+        return try await withCheckedThrowingContinuation { (cont: CheckedContinuation<ConnectionCore, any Error>) in
+            let started = core.startThread {
+                do {
+                    try core.connectOnLoop(register: register)
+                    cont.resume(returning: core)
+                    return true
+                } catch {
+                    cont.resume(throwing: error)
+                    return false
+                }
+            }
+            if !started {
+                cont.resume(throwing: DBusError.connectionFailed(address: address, reason: "cannot start the I/O thread"))
+            }
+        }
+    }
+
+    private func connectOnLoop(register: Bool) throws(DBusError) {
+        var err = DBusError_C()
+        dbus_error_init(&err)
+        defer { dbus_error_free(&err) }
+        guard let conn = dbus_connection_open_private(address, &err) else {
+            throw .connectionFailed(address: address, reason: ConnectionCore.describe(err))
+        }
+        dbus_connection_set_exit_on_disconnect(conn, 0)
+        if register {
+            guard dbus_bus_register(conn, &err) != 0 else {
+                let reason = ConnectionCore.describe(err)
+                dbus_connection_close(conn)
+                dbus_connection_unref(conn)
+                throw .connectionFailed(address: address, reason: reason)
+            }
+            if let u = dbus_bus_get_unique_name(conn) { uniqueName = String(cString: u) }
+        }
+        connection = conn
+        canPassUnixFDs = dbus_connection_can_send_type(conn, TypeCode.unixFD) != 0
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        guard dbus_connection_set_watch_functions(conn, watchAdd, watchRemove, watchToggled, me, nil) != 0,
+              dbus_connection_set_timeout_functions(conn, timeoutAdd, timeoutRemove, timeoutToggled, me, nil) != 0,
+              dbus_connection_add_filter(conn, filterFunction, me, nil) != 0
+        else {
+            dbus_connection_close(conn)
+            dbus_connection_unref(conn)
+            connection = nil
+            throw .outOfMemory
+        }
+    }
+
+    static func describe(_ err: DBusError_C) -> String {
+        let name = err.name.map { String(cString: $0) } ?? "unknown error"
+        let message = err.message.map { String(cString: $0) } ?? ""
+        return message.isEmpty ? name : "\(message) (\(name))"
+    }
+
+    // MARK: The loop
+
+    private final class ThreadStart {
+        let core: ConnectionCore
+        let first: () -> Bool
+        init(core: ConnectionCore, first: @escaping () -> Bool) {
+            self.core = core
+            self.first = first
+        }
+    }
+
+    private func startThread(first: @escaping () -> Bool) -> Bool {
+        let box = Unmanaged.passRetained(ThreadStart(core: self, first: first)).toOpaque()
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { raw in
+            guard let raw else { return nil }
+            let start = Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue()
+            if start.first() {
+                start.core.runLoop()
+            } else {
+                start.core.teardownAfterFailedStart()
+            }
+            return nil
+        }, box)
+        if rc != 0 {
+            Unmanaged<ThreadStart>.fromOpaque(box).release()
+            return false
+        }
+        pthread_detach(thread)
+        return true
+    }
+
+    private func teardownAfterFailedStart() {
+        queueLock.withLock { accepting = false }
+        Glibc.close(epollFD)
+        Glibc.close(wakeFD)
+    }
+
+    /// Queues work for the I/O thread. Returns false when the connection is
+    /// gone (the work is not run).
+    @discardableResult
+    func execute(_ work: @escaping @Sendable () -> Void) -> Bool {
+        let needWake: Bool? = queueLock.withLock {
+            guard accepting else { return nil }
+            queue.append(work)
+            if wakePending { return false }
+            wakePending = true
+            return true
+        }
+        guard let needWake else { return false }
+        if needWake {
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
+        return true
+    }
+
+    private func runLoop() {
+        var events = [epoll_event](repeating: epoll_event(), count: 64)
+        while running {
+            // With deliveries waiting to be announced, only peek for more
+            // input: a flood is then handed over in batches, and the
+            // consumers are woken as soon as the socket runs dry.
+            let timeout = pendingWakes.isEmpty ? nextTimeoutMilliseconds() : 0
+            let n = events.withUnsafeMutableBufferPointer { epoll_wait(epollFD, $0.baseAddress, 64, timeout) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                break
+            }
+            if n == 0 && !pendingWakes.isEmpty {
+                flushWakes()
+                fireTimeouts()
+                continue
+            }
+            for i in 0..<Int(n) {
+                let fd = events[i].data.fd
+                if fd == wakeFD {
+                    var value: UInt64 = 0
+                    _ = read(wakeFD, &value, 8)
+                } else {
+                    handleWatches(fd: fd, epollEvents: events[i].events)
+                }
+            }
+            runQueued()
+            fireTimeouts()
+            dispatchAll()
+            if deferredDeliveries >= 256 || (!pendingWakes.isEmpty && monotonicNanoseconds() - firstDeferredAt > 2_000_000) {
+                flushWakes()
+            }
+        }
+        flushWakes()
+        shutdownOnLoop()
+    }
+
+    private func runQueued() {
+        while true {
+            let work: [() -> Void] = queueLock.withLock {
+                wakePending = false
+                let w = queue
+                queue.removeAll(keepingCapacity: true)
+                return w
+            }
+            if work.isEmpty { return }
+            for w in work { w() }
+            dispatchAll()
+        }
+    }
+
+    private func dispatchAll() {
+        guard let conn = connection else { return }
+        while dbus_connection_get_dispatch_status(conn) == DBUS_DISPATCH_DATA_REMAINS {
+            _ = dbus_connection_dispatch(conn)
+            if connection == nil { return }
+        }
+    }
+
+    private func shutdownOnLoop() {
+        let leftovers: [() -> Void] = queueLock.withLock {
+            accepting = false
+            let w = queue
+            queue.removeAll()
+            return w
+        }
+        markDead()
+        for w in leftovers { w() }
+        if let conn = connection {
+            dbus_connection_set_watch_functions(conn, nil, nil, nil, nil, nil)
+            dbus_connection_set_timeout_functions(conn, nil, nil, nil, nil, nil)
+            let me = Unmanaged.passUnretained(self).toOpaque()
+            dbus_connection_remove_filter(conn, filterFunction, me)
+            dbus_connection_close(conn)
+            dbus_connection_unref(conn)
+            connection = nil
+        }
+        Glibc.close(epollFD)
+        Glibc.close(wakeFD)
+    }
+
+    /// Fails everything outstanding once the connection is gone.
+    private func markDead() {
+        guard !dead else { return }
+        dead = true
+        let calls = pending
+        pending.removeAll()
+        for (_, call) in calls { call.completion(.failure(.disconnected)) }
+        for (_, group) in ruleGroups {
+            for (_, sink) in group.sinks { sink.finish(.disconnected) }
+            let waiters = group.waiters
+            group.waiters.removeAll()
+            for w in waiters { w(.disconnected) }
+        }
+        ruleGroups.removeAll()
+        sinkToRule.removeAll()
+        for (_, track) in nameTracks {
+            for (_, w) in track.watchers { w.finish(throwing: DBusError.disconnected) }
+            let waiters = track.readyWaiters
+            track.readyWaiters.removeAll()
+            for w in waiters { w(.disconnected) }
+        }
+        nameTracks.removeAll()
+        exports.failAll()
+    }
+
+    /// Requests an orderly close (from any thread).
+    func close() {
+        execute { [self] in
+            if let conn = connection { dbus_connection_flush(conn) }
+            running = false
+        }
+    }
+
+    // MARK: Watches and timeouts (libdbus callbacks, loop thread)
+
+    fileprivate func addWatch(_ watch: OpaquePointer) -> Bool {
+        let fd = dbus_watch_get_unix_fd(watch)
+        watches[fd, default: []].append(watch)
+        updateEpoll(fd: fd)
+        return true
+    }
+
+    fileprivate func removeWatch(_ watch: OpaquePointer) {
+        let fd = dbus_watch_get_unix_fd(watch)
+        watches[fd]?.removeAll { $0 == watch }
+        if watches[fd]?.isEmpty == true { watches[fd] = nil }
+        updateEpoll(fd: fd)
+    }
+
+    fileprivate func toggleWatch(_ watch: OpaquePointer) {
+        updateEpoll(fd: dbus_watch_get_unix_fd(watch))
+    }
+
+    private func updateEpoll(fd: Int32) {
+        var wanted: UInt32 = 0
+        for w in watches[fd] ?? [] where dbus_watch_get_enabled(w) != 0 {
+            let flags = dbus_watch_get_flags(w)
+            if flags & UInt32(DBUS_WATCH_READABLE.rawValue) != 0 { wanted |= EPOLLIN.rawValue }
+            if flags & UInt32(DBUS_WATCH_WRITABLE.rawValue) != 0 { wanted |= EPOLLOUT.rawValue }
+        }
+        let existing = registeredEvents[fd]
+        var event = epoll_event()
+        event.events = wanted
+        event.data.fd = fd
+        if watches[fd] == nil {
+            if existing != nil {
+                epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, &event)
+                registeredEvents[fd] = nil
+            }
+            return
+        }
+        if existing == nil {
+            epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
+        } else if existing != wanted {
+            epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+        }
+        registeredEvents[fd] = wanted
+    }
+
+    private func handleWatches(fd: Int32, epollEvents: UInt32) {
+        guard let list = watches[fd] else { return }
+        var flags: UInt32 = 0
+        if epollEvents & EPOLLIN.rawValue != 0 { flags |= UInt32(DBUS_WATCH_READABLE.rawValue) }
+        if epollEvents & EPOLLOUT.rawValue != 0 { flags |= UInt32(DBUS_WATCH_WRITABLE.rawValue) }
+        if epollEvents & EPOLLERR.rawValue != 0 { flags |= UInt32(DBUS_WATCH_ERROR.rawValue) }
+        if epollEvents & EPOLLHUP.rawValue != 0 { flags |= UInt32(DBUS_WATCH_HANGUP.rawValue) }
+        for watch in list {
+            // A previous handle() may have removed this watch.
+            guard watches[fd]?.contains(watch) == true, dbus_watch_get_enabled(watch) != 0 else { continue }
+            let interest = dbus_watch_get_flags(watch)
+                | UInt32(DBUS_WATCH_ERROR.rawValue) | UInt32(DBUS_WATCH_HANGUP.rawValue)
+            let relevant = flags & interest
+            if relevant != 0 { _ = dbus_watch_handle(watch, relevant) }
+        }
+    }
+
+    fileprivate func addTimeout(_ t: OpaquePointer) -> Bool {
+        if dbus_timeout_get_enabled(t) != 0 {
+            timeouts[t] = monotonicNanoseconds() + UInt64(max(0, dbus_timeout_get_interval(t))) * 1_000_000
+        } else {
+            timeouts[t] = UInt64.max
+        }
+        return true
+    }
+
+    fileprivate func removeTimeout(_ t: OpaquePointer) { timeouts[t] = nil }
+
+    fileprivate func toggleTimeout(_ t: OpaquePointer) { _ = addTimeout(t) }
+
+    private func nextTimeoutMilliseconds() -> Int32 {
+        var earliest = deadlines.peek()?.deadline ?? UInt64.max
+        for (_, d) in timeouts where d < earliest { earliest = d }
+        if earliest == UInt64.max { return -1 }
+        let now = monotonicNanoseconds()
+        if earliest <= now { return 0 }
+        let ms = (earliest - now + 999_999) / 1_000_000
+        return Int32(min(ms, UInt64(Int32.max)))
+    }
+
+    private func fireTimeouts() {
+        let now = monotonicNanoseconds()
+        let due = timeouts.filter { $0.value <= now }.map(\.key)
+        for t in due where timeouts[t] != nil {
+            timeouts[t] = monotonicNanoseconds() + UInt64(max(0, dbus_timeout_get_interval(t))) * 1_000_000
+            _ = dbus_timeout_handle(t)
+        }
+        while let top = deadlines.peek(), top.deadline <= now {
+            deadlines.pop()
+            if let call = pending[top.serial], call.state.map({ ObjectIdentifier($0) }) == top.owner {
+                pending[top.serial] = nil
+                call.state?.lock.withLock { call.state?.phase = .done }
+                call.completion(.failure(.timedOut(member: call.member, milliseconds: call.timeoutMs)))
+            }
+        }
+    }
+
+    // MARK: Sending (loop thread)
+
+    /// Sends a message; returns its serial.
+    @discardableResult
+    func sendOnLoop(_ message: CMessage) -> UInt32? {
+        defer { dbus_message_unref(message.pointer) }
+        guard let conn = connection, !dead else { return nil }
+        var serial: UInt32 = 0
+        guard dbus_connection_send(conn, message.pointer, &serial) != 0 else { return nil }
+        return serial
+    }
+
+    /// Sends a method call and arranges for `completion` (run on the loop
+    /// thread) to get the reply, an error reply, a timeout or a disconnect.
+    func callOnLoop(
+        _ message: CMessage, member: String, timeoutMs: Int, state: CallState?,
+        onCancel: (() -> Void)? = nil,
+        completion: @escaping (Result<DBusMessage, DBusError>) -> Void
+    ) {
+        if dead {
+            dbus_message_unref(message.pointer)
+            completion(.failure(.disconnected))
+            return
+        }
+        guard let serial = sendOnLoop(message) else {
+            completion(.failure(dead ? .disconnected : .outOfMemory))
+            return
+        }
+        pending[serial] = PendingCall(member: member, timeoutMs: timeoutMs, completion: completion, state: state, onCancel: onCancel)
+        let deadline = monotonicNanoseconds() + UInt64(max(1, timeoutMs)) * 1_000_000
+        deadlines.push(.init(deadline: deadline, serial: serial, owner: state.map { ObjectIdentifier($0) }))
+        state?.lock.withLock { state?.phase = .started(serial: serial) }
+    }
+
+    /// Abandons a pending call: its reply, if one comes, is discarded.
+    func cancelCallOnLoop(serial: UInt32) {
+        guard let call = pending.removeValue(forKey: serial) else { return }
+        call.state?.lock.withLock { call.state?.phase = .done }
+        call.onCancel?()
+    }
+
+    /// A method call to the bus daemon from the loop thread.
+    func busCallOnLoop(_ member: String, _ args: [DBusValue], completion: @escaping (Result<DBusMessage, DBusError>) -> Void) {
+        let msg = DBusMessage(kind: .methodCall, path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                              member: member, destination: "org.freedesktop.DBus", body: args)
+        do {
+            let c = try LibDBusCodec.makeCMessage(msg)
+            callOnLoop(CMessage(pointer: c), member: member, timeoutMs: 25_000, state: nil, completion: completion)
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
+    // MARK: Incoming (loop thread)
+
+    fileprivate func handle(_ cmsg: OpaquePointer) -> Bool {
+        let message: DBusMessage
+        do {
+            message = try LibDBusCodec.decode(cmsg, cache: decodeCache)
+        } catch {
+            malformedCount += 1
+            if dbus_message_get_type(cmsg) == Int32(DBUS_MESSAGE_TYPE_METHOD_CALL), dbus_message_get_no_reply(cmsg) == 0 {
+                let reply = DBusMessage(kind: .error, replySerial: dbus_message_get_serial(cmsg),
+                                        errorName: DBusErrorName.invalidArgs,
+                                        destination: dbus_message_get_sender(cmsg).map { String(cString: $0) },
+                                        body: [.string("\(error)")])
+                if let c = try? LibDBusCodec.makeCMessage(reply) { sendOnLoop(CMessage(pointer: c)) }
+            }
+            return true
+        }
+        switch message.kind {
+        case .methodReturn, .error:
+            guard let rs = message.replySerial, let call = pending.removeValue(forKey: rs) else { return true }
+            call.state?.lock.withLock { call.state?.phase = .done }
+            if message.kind == .error {
+                call.completion(.failure(.remote(name: message.errorName ?? DBusErrorName.failed, message: message.errorMessage)))
+            } else {
+                call.completion(.success(message))
+            }
+        case .signal:
+            if message.interface == "org.freedesktop.DBus.Local", message.member == "Disconnected" {
+                markDead()
+                running = false
+                return true
+            }
+            if message.sender == "org.freedesktop.DBus", message.member == "NameOwnerChanged",
+               message.interface == "org.freedesktop.DBus", message.body.count == 3,
+               case let .string(name) = message.body[0], case let .string(newOwner) = message.body[2],
+               let track = nameTracks[name] {
+                let owner: String? = newOwner.isEmpty ? nil : newOwner
+                track.owner = owner
+                track.known = true
+                for (_, w) in track.watchers { w.push(owner) }
+            }
+            route(message)
+        case .methodCall:
+            exports.handleCall(message, core: self)
+        }
+        return true
+    }
+
+    private func route(_ message: DBusMessage) {
+        for (_, group) in ruleGroups where !group.sinks.isEmpty {
+            if group.rule.matches(message, ownerOf: { nameTracks[$0]?.owner }) {
+                for (_, sink) in group.sinks where sink.deliver(message) {
+                    if pendingWakes.isEmpty { firstDeferredAt = monotonicNanoseconds() }
+                    pendingWakes[ObjectIdentifier(sink)] = sink
+                }
+                deferredDeliveries += 1
+            }
+        }
+    }
+
+    private func flushWakes() {
+        let sinks = pendingWakes
+        pendingWakes.removeAll(keepingCapacity: true)
+        deferredDeliveries = 0
+        for (_, sink) in sinks { sink.wake() }
+    }
+
+    // MARK: Subscriptions (loop thread)
+
+    func addSinkOnLoop(_ sink: any SignalSink, rule: DBusMatchRule, ready: @escaping (DBusError?) -> Void) {
+        if dead { ready(.disconnected); return }
+        let key = rule.description
+        sinkToRule[sink.id] = key
+        if let group = ruleGroups[key] {
+            group.sinks[sink.id] = sink
+            if group.active { ready(nil) } else { group.waiters.append(ready) }
+            return
+        }
+        let group = RuleGroup(rule: rule)
+        group.sinks[sink.id] = sink
+        group.waiters.append(ready)
+        ruleGroups[key] = group
+        let addMatch = { [self] in
+            busCallOnLoop("AddMatch", [.string(key)]) { [self] result in
+                let waiters = group.waiters
+                group.waiters.removeAll()
+                switch result {
+                case .success:
+                    group.active = true
+                    for w in waiters { w(nil) }
+                case let .failure(error):
+                    if ruleGroups[key] === group { ruleGroups[key] = nil }
+                    for (id, _) in group.sinks { sinkToRule[id] = nil }
+                    for w in waiters { w(error) }
+                }
+            }
+        }
+        if let name = rule.wellKnownSender {
+            trackNameOnLoop(name) { error in
+                if let error {
+                    let waiters = group.waiters
+                    group.waiters.removeAll()
+                    self.ruleGroups[key] = nil
+                    for w in waiters { w(error) }
+                } else {
+                    addMatch()
+                }
+            }
+        } else {
+            addMatch()
+        }
+    }
+
+    func removeSinkOnLoop(id: UInt64) {
+        guard let key = sinkToRule.removeValue(forKey: id), let group = ruleGroups[key] else { return }
+        group.sinks[id]?.finish(nil)
+        group.sinks[id] = nil
+        guard group.sinks.isEmpty, group.waiters.isEmpty else { return }
+        ruleGroups[key] = nil
+        if group.active, !dead {
+            busCallOnLoop("RemoveMatch", [.string(key)]) { _ in }
+        }
+        if let name = group.rule.wellKnownSender { untrackNameOnLoop(name) }
+    }
+
+    /// Starts following the owner of a well-known name: AddMatch on its
+    /// NameOwnerChanged first, then GetNameOwner, so no change is missed.
+    func trackNameOnLoop(_ name: String, ready: @escaping (DBusError?) -> Void) {
+        if let track = nameTracks[name] {
+            track.users += 1
+            if track.known { ready(nil) } else { track.readyWaiters.append(ready) }
+            return
+        }
+        let track = NameTrack()
+        track.users = 1
+        track.readyWaiters.append(ready)
+        nameTracks[name] = track
+        let rule = DBusMatchRule(type: .signal, sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
+                                 member: "NameOwnerChanged", arguments: [0: name]).description
+        busCallOnLoop("AddMatch", [.string(rule)]) { [self] result in
+            if case let .failure(error) = result {
+                let waiters = track.readyWaiters
+                track.readyWaiters.removeAll()
+                if nameTracks[name] === track { nameTracks[name] = nil }
+                for w in waiters { w(error) }
+                return
+            }
+            busCallOnLoop("GetNameOwner", [.string(name)]) { result in
+                if !track.known {
+                    if case let .success(reply) = result, case let .string(owner)? = reply.body.first {
+                        track.owner = owner
+                    } else {
+                        track.owner = nil
+                    }
+                    track.known = true
+                    for (_, w) in track.watchers { w.push(track.owner) }
+                }
+                let waiters = track.readyWaiters
+                track.readyWaiters.removeAll()
+                for w in waiters { w(nil) }
+            }
+        }
+    }
+
+    func untrackNameOnLoop(_ name: String) {
+        guard let track = nameTracks[name] else { return }
+        track.users -= 1
+        guard track.users <= 0 else { return }
+        nameTracks[name] = nil
+        for (_, w) in track.watchers { w.finish() }
+        if !dead {
+            let rule = DBusMatchRule(type: .signal, sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
+                                     member: "NameOwnerChanged", arguments: [0: name]).description
+            busCallOnLoop("RemoveMatch", [.string(rule)]) { _ in }
+        }
+    }
+
+    func addOwnerWatcherOnLoop(_ name: String, id: UInt64, buffer: AsyncBuffer<String?>) {
+        trackNameOnLoop(name) { [self] error in
+            if let error {
+                buffer.finish(throwing: error)
+                return
+            }
+            guard let track = nameTracks[name] else {
+                buffer.finish(throwing: DBusError.disconnected)
+                return
+            }
+            track.watchers[id] = buffer
+            buffer.push(track.owner)
+        }
+    }
+
+    func removeOwnerWatcherOnLoop(_ name: String, id: UInt64) {
+        guard let track = nameTracks[name], track.watchers.removeValue(forKey: id) != nil else { return }
+        untrackNameOnLoop(name)
+    }
+
+    func currentOwnerOnLoop(_ name: String) -> String? { nameTracks[name]?.owner }
+}
+
+/// A min-heap of call deadlines.
+struct DeadlineHeap {
+    struct Entry {
+        let deadline: UInt64
+        let serial: UInt32
+        let owner: ObjectIdentifier?
+    }
+    private var items: [Entry] = []
+
+    func peek() -> Entry? { items.first }
+
+    mutating func push(_ e: Entry) {
+        items.append(e)
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            if items[parent].deadline <= items[i].deadline { break }
+            items.swapAt(parent, i)
+            i = parent
+        }
+    }
+
+    mutating func pop() {
+        guard !items.isEmpty else { return }
+        items.swapAt(0, items.count - 1)
+        items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var smallest = i
+            if l < items.count, items[l].deadline < items[smallest].deadline { smallest = l }
+            if r < items.count, items[r].deadline < items[smallest].deadline { smallest = r }
+            if smallest == i { break }
+            items.swapAt(i, smallest)
+            i = smallest
+        }
+    }
+}
+
+// MARK: C callbacks
+
+typealias DBusError_C = CDBus.DBusError
+
+private func core(_ data: UnsafeMutableRawPointer?) -> ConnectionCore? {
+    guard let data else { return nil }
+    return Unmanaged<ConnectionCore>.fromOpaque(data).takeUnretainedValue()
+}
+
+private let watchAdd: DBusAddWatchFunction = { watch, data in
+    guard let watch, let c = core(data) else { return 0 }
+    return c.addWatch(watch) ? 1 : 0
+}
+private let watchRemove: DBusRemoveWatchFunction = { watch, data in
+    guard let watch, let c = core(data) else { return }
+    c.removeWatch(watch)
+}
+private let watchToggled: DBusWatchToggledFunction = { watch, data in
+    guard let watch, let c = core(data) else { return }
+    c.toggleWatch(watch)
+}
+private let timeoutAdd: DBusAddTimeoutFunction = { t, data in
+    guard let t, let c = core(data) else { return 0 }
+    return c.addTimeout(t) ? 1 : 0
+}
+private let timeoutRemove: DBusRemoveTimeoutFunction = { t, data in
+    guard let t, let c = core(data) else { return }
+    c.removeTimeout(t)
+}
+private let timeoutToggled: DBusTimeoutToggledFunction = { t, data in
+    guard let t, let c = core(data) else { return }
+    c.toggleTimeout(t)
+}
+private let filterFunction: DBusHandleMessageFunction = { _, msg, data in
+    guard let msg, let c = core(data) else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
+    return c.handle(msg) ? DBUS_HANDLER_RESULT_HANDLED : DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+}

@@ -1,0 +1,342 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Which bus to connect to.
+public enum DBusBusAddress: Sendable, Hashable, CustomStringConvertible {
+    /// The system bus: `DBUS_SYSTEM_BUS_ADDRESS`, else the standard socket.
+    case system
+    /// The session bus: `DBUS_SESSION_BUS_ADDRESS`.
+    case session
+    /// Any D-Bus address (`unix:path=…`, `unix:abstract=…`, `tcp:…`).
+    case address(String)
+
+    public static let defaultSystemAddress = "unix:path=/var/run/dbus/system_bus_socket"
+
+    /// Parses the command-line form: `system`, `session` or an address.
+    public init(parsing text: String) {
+        switch text {
+        case "system": self = .system
+        case "session": self = .session
+        default: self = .address(text)
+        }
+    }
+
+    /// The concrete address to open.
+    public func resolve() throws(DBusError) -> String {
+        switch self {
+        case .system:
+            if let env = getenv("DBUS_SYSTEM_BUS_ADDRESS"), env.pointee != 0 { return String(cString: env) }
+            return DBusBusAddress.defaultSystemAddress
+        case .session:
+            guard let env = getenv("DBUS_SESSION_BUS_ADDRESS"), env.pointee != 0 else {
+                throw .connectionFailed(address: "session bus", reason: "DBUS_SESSION_BUS_ADDRESS is not set")
+            }
+            return String(cString: env)
+        case let .address(a):
+            guard a.contains(":") else {
+                throw .connectionFailed(address: a, reason: "not a D-Bus address (expected e.g. unix:path=/run/dbus/system_bus_socket)")
+            }
+            return a
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .system: return "system bus"
+        case .session: return "session bus"
+        case let .address(a): return a
+        }
+    }
+}
+
+/// A connection to a D-Bus message bus (or a peer), built on libdbus.
+///
+/// Every connection is a *private* libdbus connection owned by this object
+/// and driven by its own I/O thread, which sleeps in `epoll_wait` when
+/// there is nothing to do. All methods are safe to call from any task.
+/// The connection closes when ``close()`` is called or the object is freed.
+public final class DBusConnection: Sendable {
+    let core: ConnectionCore
+
+    /// The bus-assigned unique name (":1.42"), empty for peer connections.
+    public var uniqueName: String { core.uniqueName }
+    /// The address this connection was opened on.
+    public var address: String { core.address }
+    /// Whether Unix file descriptors can be sent and received.
+    public var canPassUnixFileDescriptors: Bool { core.canPassUnixFDs }
+
+    private init(core: ConnectionCore) { self.core = core }
+
+    /// Connects to a bus and registers (Hello).
+    public static func connect(to bus: DBusBusAddress) async throws -> DBusConnection {
+        let address = try bus.resolve()
+        return DBusConnection(core: try await ConnectionCore.open(address: address, register: true))
+    }
+
+    /// Opens a peer-to-peer connection (no bus, no Hello).
+    public static func connectPeer(address: String) async throws -> DBusConnection {
+        DBusConnection(core: try await ConnectionCore.open(address: address, register: false))
+    }
+
+    deinit { core.close() }
+
+    /// Flushes queued messages and closes the connection. Pending calls fail
+    /// with ``DBusError/disconnected``; signal streams end.
+    public func close() { core.close() }
+
+    /// Whether the connection is still usable.
+    public func isConnected() async -> Bool {
+        await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+            if !core.execute({ [core] in c.resume(returning: !core.dead && core.connection != nil) }) {
+                c.resume(returning: false)
+            }
+        }
+    }
+
+    // MARK: Calls
+
+    /// Sends a method call and waits for the reply.
+    ///
+    /// - Throws: ``DBusError/remote(name:message:)`` for an error reply,
+    ///   ``DBusError/timedOut(member:milliseconds:)``, ``DBusError/disconnected``,
+    ///   validation errors, or `CancellationError` when the task is cancelled
+    ///   (the reply, if it comes, is then discarded).
+    public func call(
+        destination: String?, path: ObjectPath, interface: String?, member: String,
+        arguments: [DBusValue] = [], timeout: Duration = .seconds(25), flags: DBusMessage.Flags = []
+    ) async throws -> DBusMessage {
+        let message = DBusMessage(kind: .methodCall, flags: flags, path: path, interface: interface, member: member,
+                                  destination: destination, body: arguments)
+        return try await call(message, timeout: timeout)
+    }
+
+    /// Sends a prepared method-call message and waits for the reply.
+    public func call(_ message: DBusMessage, timeout: Duration = .seconds(25)) async throws -> DBusMessage {
+        guard message.kind == .methodCall else { throw DBusError.invalidValue("call() needs a method call message") }
+        if message.body.contains(where: { $0.type.containsUnixFD }) && !core.canPassUnixFDs {
+            throw DBusError.notSupported("this connection cannot pass Unix file descriptors")
+        }
+        let cmsg = CMessage(pointer: try LibDBusCodec.makeCMessage(message))
+        let member = [message.interface, message.member].compactMap { $0 }.joined(separator: ".")
+        let ms = timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        let timeoutMs = Int(max(1, min(ms, Int64(Int32.max))))
+        let state = CallState()
+        let core = self.core
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (cont: CheckedContinuation<DBusMessage, any Error>) in
+                let queued = core.execute {
+                    let proceed: Bool = state.lock.withLock {
+                        if case .cancelled = state.phase { return false }
+                        return true
+                    }
+                    guard proceed else {
+                        LibDBusCodec.release(cmsg)
+                        cont.resume(throwing: CancellationError())
+                        return
+                    }
+                    core.callOnLoop(cmsg, member: member, timeoutMs: timeoutMs, state: state,
+                                    onCancel: { cont.resume(throwing: CancellationError()) }) { result in
+                        cont.resume(with: result.mapError { $0 as any Error })
+                    }
+                }
+                if !queued {
+                    LibDBusCodec.release(cmsg)
+                    cont.resume(throwing: DBusError.disconnected)
+                }
+            }
+        } onCancel: {
+            let serial: UInt32? = state.lock.withLock {
+                switch state.phase {
+                case .new:
+                    state.phase = .cancelled
+                    return nil
+                case let .started(serial):
+                    return serial
+                case .cancelled, .done:
+                    return nil
+                }
+            }
+            if let serial {
+                core.execute { core.cancelCallOnLoop(serial: serial) }
+            }
+        }
+    }
+
+    /// Sends a message without waiting for anything (signals, no-reply calls).
+    public func send(_ message: DBusMessage) throws {
+        if message.body.contains(where: { $0.type.containsUnixFD }) && !core.canPassUnixFDs {
+            throw DBusError.notSupported("this connection cannot pass Unix file descriptors")
+        }
+        let cmsg = CMessage(pointer: try LibDBusCodec.makeCMessage(message))
+        let core = self.core
+        guard core.execute({ core.sendOnLoop(cmsg) }) else {
+            LibDBusCodec.release(cmsg)
+            throw DBusError.disconnected
+        }
+    }
+
+    /// Emits a signal from this connection.
+    public func emitSignal(path: ObjectPath, interface: String, member: String, arguments: [DBusValue] = [], destination: String? = nil) throws {
+        var m = DBusMessage(kind: .signal, path: path, interface: interface, member: member, body: arguments)
+        m.destination = destination
+        try send(m)
+    }
+
+    // MARK: The bus daemon
+
+    public struct RequestNameFlags: OptionSet, Sendable {
+        public let rawValue: UInt32
+        public init(rawValue: UInt32) { self.rawValue = rawValue }
+        public static let allowReplacement = RequestNameFlags(rawValue: 0x1)
+        public static let replaceExisting = RequestNameFlags(rawValue: 0x2)
+        public static let doNotQueue = RequestNameFlags(rawValue: 0x4)
+    }
+
+    public enum RequestNameReply: UInt32, Sendable {
+        case primaryOwner = 1, inQueue = 2, exists = 3, alreadyOwner = 4
+    }
+
+    public enum ReleaseNameReply: UInt32, Sendable {
+        case released = 1, nonExistent = 2, notOwner = 3
+    }
+
+    private func busCall(_ member: String, _ args: [DBusValue]) async throws -> DBusMessage {
+        try await call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                       interface: "org.freedesktop.DBus", member: member, arguments: args)
+    }
+
+    /// Asks the bus for a well-known name.
+    public func requestName(_ name: String, flags: RequestNameFlags = [.doNotQueue]) async throws -> RequestNameReply {
+        try NameValidation.validateBusName(name)
+        let reply = try await busCall("RequestName", [.string(name), .uint32(flags.rawValue)])
+        let code: UInt32 = try reply.argument(0)
+        guard let r = RequestNameReply(rawValue: code) else { throw DBusError.malformedMessage("RequestName returned \(code)") }
+        return r
+    }
+
+    /// Gives a well-known name back.
+    public func releaseName(_ name: String) async throws -> ReleaseNameReply {
+        try NameValidation.validateBusName(name)
+        let reply = try await busCall("ReleaseName", [.string(name)])
+        let code: UInt32 = try reply.argument(0)
+        guard let r = ReleaseNameReply(rawValue: code) else { throw DBusError.malformedMessage("ReleaseName returned \(code)") }
+        return r
+    }
+
+    /// The unique name owning `name`, or nil when nobody owns it.
+    public func nameOwner(_ name: String) async throws -> String? {
+        try NameValidation.validateBusName(name)
+        do {
+            return try await busCall("GetNameOwner", [.string(name)]).argument(0, as: String.self)
+        } catch let e as DBusError where e.remoteName == DBusErrorName.nameHasNoOwner {
+            return nil
+        }
+    }
+
+    /// Names that can be started on demand on this bus.
+    public func activatableNames() async throws -> [String] {
+        try await busCall("ListActivatableNames", []).argument(0)
+    }
+
+    /// Names currently on the bus.
+    public func listNames() async throws -> [String] {
+        try await busCall("ListNames", []).argument(0)
+    }
+
+    // MARK: Signals
+
+    /// Subscribes to the signals matching `rule`.
+    ///
+    /// The match rule is registered with the bus before this returns, so a
+    /// call made afterwards cannot race ahead of the signals it causes.
+    /// Subscriptions with the same rule share one registration and one
+    /// decode per message. The rule is removed when the last stream for it
+    /// is released. Each stream buffers at most `bufferCapacity` messages;
+    /// see ``DBusSignalStream`` for the overflow policy.
+    public func signals(matching rule: DBusMatchRule, bufferCapacity: Int = 8192) async throws -> DBusSignalStream {
+        try rule.validate()
+        let core = self.core
+        let sink = BufferedSignalSink(id: core.nextID(), capacity: bufferCapacity)
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            let queued = core.execute {
+                core.addSinkOnLoop(sink, rule: rule) { error in
+                    if let error { c.resume(throwing: error) } else { c.resume() }
+                }
+            }
+            if !queued { c.resume(throwing: DBusError.disconnected) }
+        }
+        return DBusSignalStream(token: SubscriptionToken(core: core, sink: sink), rule: rule)
+    }
+
+    /// Follows who owns a bus name: the current owner (nil if none) first,
+    /// then every change, e.g. bluetoothd stopping (nil) and returning.
+    public func nameOwnerChanges(of name: String) async throws -> DBusNameOwnerStream {
+        try NameValidation.validateBusName(name)
+        let core = self.core
+        let id = core.nextID()
+        let buffer = AsyncBuffer<String?>(capacity: 1024)
+        guard core.execute({ core.addOwnerWatcherOnLoop(name, id: id, buffer: buffer) }) else {
+            throw DBusError.disconnected
+        }
+        return DBusNameOwnerStream(token: OwnerToken(core: core, name: name, id: id, buffer: buffer))
+    }
+
+    // MARK: Exporting
+
+    /// Exports an object at `path` with the given interfaces. An ObjectManager
+    /// above it announces it with InterfacesAdded. The returned registration
+    /// keeps it exported; releasing it (or ``DBusObjectRegistration/unexport()``)
+    /// removes it (InterfacesRemoved).
+    public func export(_ path: ObjectPath, interfaces: [DBusExportedInterface]) async throws -> DBusObjectRegistration {
+        for i in interfaces {
+            try NameValidation.validateInterface(i.description.name)
+            for m in i.description.methods { try NameValidation.validateMember(m.name) }
+            for p in i.description.properties {
+                try NameValidation.validateMember(p.name)
+                if let v = i.values[p.name], v.type != p.type {
+                    throw DBusError.typeMismatch(expected: p.type.signature, actual: v.type.signature, context: "property \(i.description.name).\(p.name)")
+                }
+            }
+        }
+        let core = self.core
+        let owner = core.nextID()
+        try await onLoop { core in
+            if core.exports.objects[path] != nil { throw DBusError.invalidValue("an object is already exported at \(path)") }
+            core.addInterfacesOnLoop(path: path, owner: owner, interfaces)
+        }
+        return DBusObjectRegistration(core: core, path: path, owner: owner)
+    }
+
+    /// Serves `org.freedesktop.DBus.ObjectManager` at `path` for every object
+    /// exported below it. `includeStandardInterfaces` makes GetManagedObjects
+    /// and InterfacesAdded list Introspectable and Properties too, as BlueZ does.
+    public func exportObjectManager(at path: ObjectPath, includeStandardInterfaces: Bool = false) async throws -> DBusObjectManagerRegistration {
+        let core = self.core
+        let owner = core.nextID()
+        try await onLoop { core in
+            core.exports.managers[path] = .init(includeStandardInterfaces: includeStandardInterfaces, owner: owner)
+        }
+        return DBusObjectManagerRegistration(core: core, path: path, owner: owner)
+    }
+
+    /// Runs `body` on the I/O thread and waits for it.
+    func onLoop<T: Sendable>(_ body: @escaping @Sendable (ConnectionCore) throws -> T) async throws -> T {
+        let core = self.core
+        return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
+            let queued = core.execute {
+                if core.dead { c.resume(throwing: DBusError.disconnected); return }
+                do { c.resume(returning: try body(core)) } catch { c.resume(throwing: error) }
+            }
+            if !queued { c.resume(throwing: DBusError.disconnected) }
+        }
+    }
+}
+
+extension LibDBusCodec {
+    static func release(_ message: CMessage) {
+        releaseCMessage(message.pointer)
+    }
+}

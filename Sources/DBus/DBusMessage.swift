@@ -1,0 +1,97 @@
+/// A D-Bus message as Swift values: header fields and a fully decoded body.
+///
+/// Received messages are decoded once, on the connection's I/O thread, and
+/// then shared (read-only) by every subscriber that wants them.
+public struct DBusMessage: Sendable {
+    public enum Kind: UInt8, Sendable {
+        case methodCall = 1
+        case methodReturn = 2
+        case error = 3
+        case signal = 4
+    }
+
+    public struct Flags: OptionSet, Sendable, Hashable {
+        public let rawValue: UInt8
+        public init(rawValue: UInt8) { self.rawValue = rawValue }
+        public static let noReplyExpected = Flags(rawValue: 0x1)
+        public static let noAutoStart = Flags(rawValue: 0x2)
+        public static let allowInteractiveAuthorization = Flags(rawValue: 0x4)
+    }
+
+    public var kind: Kind
+    public var flags: Flags
+    public var serial: UInt32
+    public var replySerial: UInt32?
+    public var path: ObjectPath?
+    public var interface: String?
+    public var member: String?
+    public var errorName: String?
+    public var destination: String?
+    public var sender: String?
+    public var signature: DBusSignature
+    public var body: [DBusValue]
+
+    public init(
+        kind: Kind, flags: Flags = [], serial: UInt32 = 0, replySerial: UInt32? = nil,
+        path: ObjectPath? = nil, interface: String? = nil, member: String? = nil,
+        errorName: String? = nil, destination: String? = nil, sender: String? = nil,
+        body: [DBusValue] = []
+    ) {
+        self.kind = kind
+        self.flags = flags
+        self.serial = serial
+        self.replySerial = replySerial
+        self.path = path
+        self.interface = interface
+        self.member = member
+        self.errorName = errorName
+        self.destination = destination
+        self.sender = sender
+        self.signature = DBusSignature(body.map(\.type))
+        self.body = body
+    }
+
+    init(
+        kind: Kind, flags: Flags, serial: UInt32, replySerial: UInt32?, path: ObjectPath?,
+        interface: String?, member: String?, errorName: String?, destination: String?,
+        sender: String?, signature: DBusSignature, body: [DBusValue]
+    ) {
+        self.kind = kind
+        self.flags = flags
+        self.serial = serial
+        self.replySerial = replySerial
+        self.path = path
+        self.interface = interface
+        self.member = member
+        self.errorName = errorName
+        self.destination = destination
+        self.sender = sender
+        self.signature = signature
+        self.body = body
+    }
+
+    /// For an error message: the human-readable text (first string argument).
+    public var errorMessage: String {
+        if case let .string(s)? = body.first { return s }
+        return ""
+    }
+
+    /// Decodes the body argument at `index` as `T`.
+    public func argument<T: DBusRepresentable>(_ index: Int, as _: T.Type = T.self) throws(DBusError) -> T {
+        guard index < body.count else {
+            throw .typeMismatch(expected: T.dbusType.signature, actual: "nothing", context: "argument \(index) of \(member ?? "message") (signature \"\(signature)\")")
+        }
+        do {
+            return try T(dbusValue: body[index])
+        } catch {
+            throw .typeMismatch(expected: T.dbusType.signature, actual: body[index].type.signature, context: "argument \(index) of \(member ?? "message")")
+        }
+    }
+
+    /// Checks that the body has exactly signature `expected`.
+    public func expectSignature(_ expected: String) throws(DBusError) {
+        guard signature.rawValue == expected else {
+            throw .typeMismatch(expected: expected, actual: signature.rawValue, context: "reply to \(member ?? "call")")
+        }
+    }
+}
