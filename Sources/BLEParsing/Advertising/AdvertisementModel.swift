@@ -1,0 +1,87 @@
+/// The decoded form of one advertisement payload (service data, manufacturer
+/// data or a whole advertisement), shared by every advertisement format.
+///
+/// `fields` follow the payload's byte layout; `readings` project the
+/// measurements onto the shared ``ReadingKind`` vocabulary. When a payload
+/// carries several readings of the same kind and label (BTHome repeats
+/// objects, multi-probe thermometers), the readings get positional labels
+/// "1", "2", ... (or "<label>_1", ...), in payload order.
+public struct AdvertisementModel: DecodedModel, Sendable {
+    public var formatName: String
+    public var modelName: String
+    public var readings: [Reading]
+    public var fields: [(String, FieldValue)]
+
+    public init(formatName: String, modelName: String, readings: [Reading], fields: [(String, FieldValue)]) {
+        self.formatName = formatName
+        self.modelName = modelName
+        self.readings = AdvertisementModel.numberRepeated(readings)
+        self.fields = fields
+    }
+
+    /// Gives repeated (kind, label) pairs positional labels.
+    static func numberRepeated(_ readings: [Reading]) -> [Reading] {
+        var counts: [String: Int] = [:]
+        for r in readings { counts["\(r.kind.rawValue)|\(r.label ?? "")", default: 0] += 1 }
+        if counts.values.allSatisfy({ $0 == 1 }) { return readings }
+        var seen: [String: Int] = [:]
+        return readings.map { r in
+            let key = "\(r.kind.rawValue)|\(r.label ?? "")"
+            guard let total = counts[key], total > 1 else { return r }
+            let n = (seen[key] ?? 0) + 1
+            seen[key] = n
+            var copy = r
+            copy.label = r.label.map { "\($0)_\(n)" } ?? "\(n)"
+            return copy
+        }
+    }
+
+    /// First reading of a kind (and label), for callers and tests.
+    public func reading(_ kind: ReadingKind, label: String? = nil) -> Reading? {
+        readings.first { $0.kind == kind && $0.label == label }
+    }
+}
+
+/// Small helpers shared by the advertisement decoders.
+enum Adv {
+    /// `raw / 10^decimals` without the binary rounding noise of `raw * 0.01`.
+    @inline(__always)
+    static func scaled<T: BinaryInteger>(_ raw: T, _ decimals: Int) -> Double {
+        switch decimals {
+        case 0: return Double(raw)
+        case 1: return Double(raw) / 10
+        case 2: return Double(raw) / 100
+        case 3: return Double(raw) / 1000
+        case 4: return Double(raw) / 10_000
+        case 6: return Double(raw) / 1_000_000
+        default:
+            var d = Double(raw)
+            for _ in 0..<decimals { d /= 10 }
+            return d
+        }
+    }
+
+    /// `value / 10^decimals` for floating-point raw values.
+    static func scaledDouble(_ value: Double, _ decimals: Int) -> Double {
+        var d = value
+        for _ in 0..<max(0, decimals) { d /= 10 }
+        return d
+    }
+
+    /// Rounds to `digits` decimals (for formats defined in decimal steps).
+    @inline(__always)
+    static func rounded(_ v: Double, _ digits: Int) -> Double {
+        // Integer conversion instead of `rounded()`, which would need libm at
+        // link time in executables that do not link Foundation.
+        var p = 1.0
+        for _ in 0..<digits { p *= 10 }
+        let x = v * p
+        guard x.isFinite, abs(x) < 9.0e18 else { return v }
+        let n = x >= 0 ? Int64(x + 0.5) : -Int64(-x + 0.5)
+        return Double(n) / p
+    }
+
+    static func macField(_ address: DeviceAddress) -> FieldValue { .string(address.description) }
+
+    static func hex16(_ v: UInt16) -> FieldValue { .string(hexString(v)) }
+}

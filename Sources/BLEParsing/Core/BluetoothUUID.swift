@@ -1,0 +1,171 @@
+/// A Bluetooth UUID. Internally always the full 128-bit value; 16- and 32-bit
+/// UUIDs are the SIG base UUID `0000xxxx-0000-1000-8000-00805f9b34fb` with the
+/// short value in the top 32 bits.
+///
+/// - ``string``: canonical lower-case 36-character form.
+/// - ``shortString``: "180d" / "0000fe95"-style short form when the UUID is
+///   based on the SIG base UUID, else the canonical form.
+/// - Parsing (`init(parsing:)`) accepts "180d", "0x180D", "0000180d", and the
+///   full form with or without dashes, in any case.
+/// - Air order: 16/32/128-bit UUIDs are little-endian on air; use
+///   `init(littleEndianBytes:)` or `ByteReader.uuid16()` etc.
+public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The most significant 64 bits (the first 8 bytes of the canonical form).
+    public let high: UInt64
+    /// The least significant 64 bits.
+    public let low: UInt64
+
+    /// Low 96 bits of the base UUID.
+    public static let baseHighLow32: UInt64 = 0x0000_1000
+    public static let baseLow: UInt64 = 0x8000_0080_5F9B_34FB
+
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// A SIG 16-bit UUID, e.g. `BluetoothUUID(uuid16: 0x180D)`.
+    public init(uuid16: UInt16) {
+        self.init(uuid32: UInt32(uuid16))
+    }
+
+    /// A SIG 32-bit UUID.
+    public init(uuid32: UInt32) {
+        self.high = UInt64(uuid32) << 32 | BluetoothUUID.baseHighLow32
+        self.low = BluetoothUUID.baseLow
+    }
+
+    /// From 2, 4 or 16 bytes in air (little-endian) order.
+    public init<C: Collection>(littleEndianBytes bytes: C) throws(DecodeError) where C.Element == UInt8 {
+        var r = ByteReader(Array(bytes), context: "UUID")
+        switch bytes.count {
+        case 2: self = try r.uuid16()
+        case 4: self = try r.uuid32()
+        case 16: self = try r.uuid128()
+        default:
+            throw DecodeError.invalidValue(
+                context: "UUID", offset: nil, expected: "2, 4 or 16 bytes", found: "\(bytes.count) bytes")
+        }
+    }
+
+    /// From 16 bytes in canonical (big-endian, as written) order.
+    public init<C: Collection>(bigEndianBytes bytes: C) throws(DecodeError) where C.Element == UInt8 {
+        guard bytes.count == 16 else {
+            throw DecodeError.invalidValue(
+                context: "UUID", offset: nil, expected: "16 bytes", found: "\(bytes.count) bytes")
+        }
+        var r = ByteReader(Array(bytes), context: "UUID")
+        let h = try r.u64BE()
+        let l = try r.u64BE()
+        self.init(high: h, low: l)
+    }
+
+    /// Parses "180d", "0x180D", "0000180d", "0000180d-0000-1000-8000-00805f9b34fb"
+    /// or the same 32 hex digits without dashes.
+    public init(parsing text: String) throws(DecodeError) {
+        let ctx = "UUID \"\(text)\""
+        var digits: [UInt8] = []
+        digits.reserveCapacity(32)
+        var utf8 = Substring(text).utf8[...]
+        if utf8.starts(with: "0x".utf8) || utf8.starts(with: "0X".utf8) { utf8 = utf8.dropFirst(2) }
+        var dashes: [Int] = []
+        for (i, c) in utf8.enumerated() {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digits.append(c - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digits.append(c - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digits.append(c - UInt8(ascii: "A") + 10)
+            case UInt8(ascii: "-"): dashes.append(i)
+            default:
+                throw DecodeError.invalidValue(
+                    context: ctx, offset: i, expected: "a hex digit or '-'",
+                    found: "'\(String(decoding: [c], as: UTF8.self))'")
+            }
+        }
+        func value(_ ds: ArraySlice<UInt8>) -> UInt64 { ds.reduce(0) { $0 << 4 | UInt64($1) } }
+        switch digits.count {
+        case 4 where dashes.isEmpty:
+            self.init(uuid16: UInt16(value(digits[...])))
+        case 8 where dashes.isEmpty:
+            self.init(uuid32: UInt32(value(digits[...])))
+        case 32 where dashes.isEmpty || dashes == [8, 13, 18, 23]:
+            self.init(high: value(digits[0..<16]), low: value(digits[16..<32]))
+        default:
+            throw DecodeError.invalidValue(
+                context: ctx, offset: nil,
+                expected: "4, 8 or 32 hex digits (optionally 8-4-4-4-12 with dashes)",
+                found: "\(digits.count) hex digits" + (dashes.isEmpty ? "" : " with dashes at \(dashes)"))
+        }
+    }
+
+    /// `true` if this is a SIG-assigned 16/32-bit UUID on the base UUID.
+    public var isBased: Bool {
+        (high & 0xFFFF_FFFF) == BluetoothUUID.baseHighLow32 && low == BluetoothUUID.baseLow
+    }
+
+    /// The 16-bit value, if this UUID is `0000xxxx-<base>`.
+    public var uuid16: UInt16? {
+        guard isBased, high >> 48 == 0 else { return nil }
+        return UInt16(truncatingIfNeeded: high >> 32)
+    }
+
+    /// The 32-bit value, if this UUID is `xxxxxxxx-<base>`.
+    public var uuid32: UInt32? {
+        guard isBased else { return nil }
+        return UInt32(truncatingIfNeeded: high >> 32)
+    }
+
+    /// Canonical lower-case form, e.g. "0000180d-0000-1000-8000-00805f9b34fb".
+    public var string: String {
+        let h = hex(high, 16)
+        let l = hex(low, 16)
+        let hs = Array(h.utf8), ls = Array(l.utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(36)
+        out += hs[0..<8]; out.append(UInt8(ascii: "-"))
+        out += hs[8..<12]; out.append(UInt8(ascii: "-"))
+        out += hs[12..<16]; out.append(UInt8(ascii: "-"))
+        out += ls[0..<4]; out.append(UInt8(ascii: "-"))
+        out += ls[4..<16]
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// "180d" for 16-bit SIG UUIDs, 8 hex digits for 32-bit ones, else ``string``.
+    public var shortString: String {
+        if let s = uuid16 { return hex(UInt64(s), 4) }
+        if let s = uuid32 { return hex(UInt64(s), 8) }
+        return string
+    }
+
+    /// Bytes in canonical (big-endian) order.
+    public var bigEndianBytes: [UInt8] {
+        (0..<8).map { UInt8(truncatingIfNeeded: high >> (56 - 8 * UInt64($0))) }
+            + (0..<8).map { UInt8(truncatingIfNeeded: low >> (56 - 8 * UInt64($0))) }
+    }
+
+    /// Bytes in air (little-endian) order: 2 bytes for 16-bit SIG UUIDs,
+    /// 4 for 32-bit ones, else 16.
+    public var littleEndianBytes: [UInt8] {
+        if let s = uuid16 { return [UInt8(s & 0xFF), UInt8(s >> 8)] }
+        if let s = uuid32 { return (0..<4).map { UInt8(truncatingIfNeeded: s >> (8 * UInt32($0))) } }
+        return bigEndianBytes.reversed()
+    }
+
+    public var description: String { string }
+
+    public static func < (a: BluetoothUUID, b: BluetoothUUID) -> Bool {
+        (a.high, a.low) < (b.high, b.low)
+    }
+
+    private func hex(_ v: UInt64, _ digits: Int) -> String {
+        var s = String(v, radix: 16)
+        if s.count < digits { s = String(repeating: "0", count: digits - s.count) + s }
+        return s
+    }
+}
+
+extension BluetoothUUID: ExpressibleByIntegerLiteral {
+    /// `let hr: BluetoothUUID = 0x2A37`
+    public init(integerLiteral value: UInt16) {
+        self.init(uuid16: value)
+    }
+}

@@ -1,0 +1,201 @@
+/// A JSON-shaped value used for a model's ordered `fields`.
+///
+/// `.nested` keeps member order (it is an ordered list of name/value pairs),
+/// so JSON output is stable and follows the byte layout.
+public enum FieldValue: Equatable, Sendable, CustomStringConvertible {
+    case null
+    case bool(Bool)
+    case int(Int)
+    case number(Double)
+    case string(String)
+    /// Rendered as a lower-case hex string in JSON.
+    case bytes([UInt8])
+    case list([FieldValue])
+    case nested([(String, FieldValue)])
+
+    public static func == (a: FieldValue, b: FieldValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case let (.bool(x), .bool(y)): return x == y
+        case let (.int(x), .int(y)): return x == y
+        case let (.number(x), .number(y)): return x == y || (x.isNaN && y.isNaN)
+        case let (.string(x), .string(y)): return x == y
+        case let (.bytes(x), .bytes(y)): return x == y
+        case let (.list(x), .list(y)): return x == y
+        case let (.nested(x), .nested(y)):
+            return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: return false
+        }
+    }
+
+    /// Convenience for unsigned/signed integers of any width.
+    public static func integer<T: BinaryInteger>(_ v: T) -> FieldValue {
+        if let i = Int(exactly: v) { return .int(i) }
+        return .number(Double(v))
+    }
+
+    /// Member lookup for `.nested` values (first match).
+    public subscript(_ name: String) -> FieldValue? {
+        if case let .nested(members) = self { return members.first { $0.0 == name }?.1 }
+        return nil
+    }
+
+    /// Numeric view of `.int` and `.number`.
+    public var doubleValue: Double? {
+        switch self {
+        case let .int(v): return Double(v)
+        case let .number(v): return v
+        default: return nil
+        }
+    }
+
+    public var description: String { JSON.serialize(self) }
+}
+
+/// A protocol every decoded payload conforms to, so the CLI can print all
+/// formats uniformly as
+/// `{"format":…, "model":…, "readings":[…], "fields":{…}}`.
+public protocol DecodedModel: Sendable {
+    /// The payload format family, e.g. "gatt", "bthome", "ruuvi_rawv2".
+    var formatName: String { get }
+    /// The specific model/structure, e.g. "heart_rate_measurement" or a device model name.
+    var modelName: String { get }
+    /// Measurements projected onto the shared vocabulary.
+    var readings: [Reading] { get }
+    /// Every decoded field in layout order (names snake_case).
+    var fields: [(String, FieldValue)] { get }
+}
+
+extension DecodedModel {
+    /// The uniform JSON shape.
+    public var jsonValue: FieldValue {
+        .nested([
+            ("format", .string(formatName)),
+            ("model", .string(modelName)),
+            ("readings", .list(readings.map(\.fieldValue))),
+            ("fields", .nested(fields)),
+        ])
+    }
+
+    /// Compact JSON text of ``jsonValue``.
+    public var jsonString: String { JSON.serialize(jsonValue) }
+
+    /// First field with that name.
+    public func field(_ name: String) -> FieldValue? { fields.first { $0.0 == name }?.1 }
+}
+
+/// Shortest round-trip decimal text of a Double, without a trailing ".0"
+/// for integral values ("36.4", "72", "-0.5", "1e-05").
+public func formatNumber(_ v: Double) -> String {
+    if v.isNaN { return "nan" }
+    if v.isInfinite { return v < 0 ? "-inf" : "inf" }
+    if v == v.rounded(), abs(v) < 1e15 {
+        return String(Int64(v))
+    }
+    return "\(v)"
+}
+
+/// A minimal JSON writer for ``FieldValue`` (no Foundation).
+public enum JSON {
+    /// Compact JSON. Non-finite numbers become `null`; `.bytes` becomes a hex string.
+    public static func serialize(_ value: FieldValue) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        write(value, into: &out, indent: nil, level: 0)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Indented JSON (two spaces per level).
+    public static func serializePretty(_ value: FieldValue) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(512)
+        write(value, into: &out, indent: 2, level: 0)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func write(_ value: FieldValue, into out: inout [UInt8], indent: Int?, level: Int) {
+        switch value {
+        case .null: out.append(contentsOf: "null".utf8)
+        case let .bool(b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case let .int(i): out.append(contentsOf: String(i).utf8)
+        case let .number(d):
+            if d.isFinite { out.append(contentsOf: formatNumber(d).utf8) } else { out.append(contentsOf: "null".utf8) }
+        case let .string(s): writeString(s, into: &out)
+        case let .bytes(b): writeString(hexString(bytes: b), into: &out)
+        case let .list(items):
+            if items.isEmpty { out.append(contentsOf: "[]".utf8); return }
+            out.append(UInt8(ascii: "["))
+            for (i, item) in items.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                newline(&out, indent, level + 1)
+                write(item, into: &out, indent: indent, level: level + 1)
+            }
+            newline(&out, indent, level)
+            out.append(UInt8(ascii: "]"))
+        case let .nested(members):
+            if members.isEmpty { out.append(contentsOf: "{}".utf8); return }
+            out.append(UInt8(ascii: "{"))
+            for (i, (name, item)) in members.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                newline(&out, indent, level + 1)
+                writeString(name, into: &out)
+                out.append(UInt8(ascii: ":"))
+                if indent != nil { out.append(UInt8(ascii: " ")) }
+                write(item, into: &out, indent: indent, level: level + 1)
+            }
+            newline(&out, indent, level)
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static func newline(_ out: inout [UInt8], _ indent: Int?, _ level: Int) {
+        guard let indent else { return }
+        out.append(UInt8(ascii: "\n"))
+        out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * level))
+    }
+
+    /// Appends a JSON string literal with the required escapes.
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
+        let hex = hexDigitsLower
+        out.append(UInt8(ascii: "\""))
+        for byte in s.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(byte)
+            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(byte)
+            case UInt8(ascii: "\n"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
+            case UInt8(ascii: "\r"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
+            case UInt8(ascii: "\t"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "f"))
+            case 0..<0x20, 0x7F:
+                out.append(contentsOf: "\\u00".utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends a JSON string literal to a `String`.
+    public static func writeString(_ s: String, into out: inout String) {
+        var bytes: [UInt8] = []
+        writeString(s, into: &bytes)
+        out += String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+/// A ready-made ``DecodedModel`` for decoders that do not need their own type.
+public struct DecodedPayload: DecodedModel {
+    public var formatName: String
+    public var modelName: String
+    public var readings: [Reading]
+    public var fields: [(String, FieldValue)]
+
+    public init(formatName: String, modelName: String, readings: [Reading] = [], fields: [(String, FieldValue)] = []) {
+        self.formatName = formatName
+        self.modelName = modelName
+        self.readings = readings
+        self.fields = fields
+    }
+}
