@@ -1,0 +1,93 @@
+import DBus
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The Swift side of scripts/bench-dbus: receives N BlueZ-shaped
+/// PropertiesChanged signals through the public API (a match-rule
+/// subscription consumed as an AsyncSequence; every message fully decoded
+/// into DBusValue trees) and reports CPU per message.
+enum DBusReceiveBench {
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+
+    static func run(_ arguments: [String]) async -> Int32 {
+        var address: String?
+        var count = 0
+        var i = 0
+        while i < arguments.count {
+            switch arguments[i] {
+            case "--address" where i + 1 < arguments.count:
+                address = arguments[i + 1]
+                i += 2
+            case "--count" where i + 1 < arguments.count:
+                count = Int(arguments[i + 1]) ?? 0
+                i += 2
+            default:
+                writeError("bench dbus-receive: unknown argument \(arguments[i])")
+                return 64
+            }
+        }
+        guard let address, count > 0 else {
+            writeError("bench dbus-receive: needs --address ADDRESS and --count N (N > 0)")
+            return 64
+        }
+        do {
+            let connection = try await DBusConnection.connect(to: .address(address))
+            let rule = DBusMatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+                                     pathNamespace: "/org/bluez")
+            let stream = try await connection.signals(matching: rule, bufferCapacity: 1 << 20)
+            printFlushed("READY")
+            let cpuStart = cpuSeconds()
+            var firstAt: ContinuousClock.Instant?
+            var lastAt = ContinuousClock.now
+            var checksum = 0
+            var malformed = 0
+            var received = 0
+            for try await message in stream {
+                if firstAt == nil { firstAt = .now }
+                if !checksumOf(message, into: &checksum) { malformed += 1 }
+                received += 1
+                if received == count {
+                    lastAt = .now
+                    break
+                }
+            }
+            let cpu = cpuSeconds() - cpuStart
+            let wall = firstAt.map { lastAt - $0 } ?? .zero
+            let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+            printFlushed("{\"impl\":\"swift\",\"messages\":\(received),\"wall_s\":\(wallSeconds),\"cpu_s\":\(cpu),\"checksum\":\(checksum),\"malformed\":\(malformed),\"dropped\":\(stream.droppedCount)}")
+            connection.close()
+            return received == count ? 0 : 1
+        } catch {
+            writeError("bench dbus-receive: \(error)")
+            return 1
+        }
+    }
+
+    /// Walks the decoded body: ("org.bluez.Device1", {"RSSI": n, "ManufacturerData": {id: ay}}, as).
+    static func checksumOf(_ message: DBusMessage, into sum: inout Int) -> Bool {
+        guard message.body.count == 3, case .string = message.body[0],
+              case let .dictionary(_, _, entries) = message.body[1],
+              case .array = message.body[2] else { return false }
+        for entry in entries {
+            guard case let .string(key) = entry.key, case let .variant(value) = entry.value else { return false }
+            switch (key, value) {
+            case let ("RSSI", .int16(rssi)):
+                sum += Int(rssi)
+            case let ("ManufacturerData", .dictionary(_, _, companies)):
+                for company in companies {
+                    guard case let .variant(.bytes(bytes)) = company.value else { return false }
+                    for b in bytes { sum += Int(b) }
+                }
+            default:
+                break
+            }
+        }
+        return true
+    }
+}

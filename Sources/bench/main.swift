@@ -1,0 +1,35 @@
+// The benchmark driver. Each subcommand measures one thing and prints
+// machine-readable results; scripts/bench-* run them next to their
+// baselines in the same run and print the ratios.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+let usage = """
+usage: bench dbus-receive --address ADDRESS --count N
+       bench parsing [--json] [--iterations N]
+"""
+
+switch arguments.first {
+case "dbus-receive":
+    exit(await DBusReceiveBench.run(Array(arguments.dropFirst())))
+case "parsing":
+    exit(ParsingBench.run(Array(arguments.dropFirst())))
+default:
+    writeError(usage)
+    exit(64)
+}
+
+/// Writes to standard error without touching the C `stderr` global.
+func writeError(_ text: String) {
+    var bytes = Array(text.utf8)
+    if bytes.last != UInt8(ascii: "\n") { bytes.append(UInt8(ascii: "\n")) }
+    _ = bytes.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+/// Prints a line to standard output and flushes it at once.
+func printFlushed(_ text: String) {
+    let bytes = Array((text + "\n").utf8)
+    _ = bytes.withUnsafeBytes { write(1, $0.baseAddress, $0.count) }
+}
