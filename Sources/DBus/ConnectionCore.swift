@@ -228,6 +228,7 @@ final class ConnectionCore: @unchecked Sendable {
         let rc = pthread_create(&thread, nil, { raw in
             guard let raw else { return nil }
             let start = Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue()
+            cdbus_set_thread_name("dbus-io")
             if start.first() {
                 start.core.runLoop()
             } else {
@@ -309,8 +310,9 @@ final class ConnectionCore: @unchecked Sendable {
         while true {
             let work: [() -> Void] = queueLock.withLock {
                 wakePending = false
+                if queue.isEmpty { return [] }
                 let w = queue
-                queue.removeAll(keepingCapacity: true)
+                queue = []
                 return w
             }
             if work.isEmpty { return }
@@ -470,7 +472,8 @@ final class ConnectionCore: @unchecked Sendable {
 
     private func fireTimeouts() {
         let now = monotonicNanoseconds()
-        let due = timeouts.filter { $0.value <= now }.map(\.key)
+        var due: [OpaquePointer] = []
+        for (t, deadline) in timeouts where deadline <= now { due.append(t) }
         for t in due where timeouts[t] != nil {
             timeouts[t] = monotonicNanoseconds() + UInt64(max(0, dbus_timeout_get_interval(t))) * 1_000_000
             _ = dbus_timeout_handle(t)

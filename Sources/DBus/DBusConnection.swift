@@ -116,7 +116,7 @@ public final class DBusConnection: Sendable {
     /// Sends a prepared method-call message and waits for the reply.
     public func call(_ message: DBusMessage, timeout: Duration = .seconds(25)) async throws -> DBusMessage {
         guard message.kind == .methodCall else { throw DBusError.invalidValue("call() needs a method call message") }
-        if message.body.contains(where: { $0.type.containsUnixFD }) && !core.canPassUnixFDs {
+        if message.body.contains(where: { $0.containsUnixFD }) && !core.canPassUnixFDs {
             throw DBusError.notSupported("this connection cannot pass Unix file descriptors")
         }
         let cmsg = CMessage(pointer: try LibDBusCodec.makeCMessage(message))
@@ -167,7 +167,7 @@ public final class DBusConnection: Sendable {
 
     /// Sends a message without waiting for anything (signals, no-reply calls).
     public func send(_ message: DBusMessage) throws {
-        if message.body.contains(where: { $0.type.containsUnixFD }) && !core.canPassUnixFDs {
+        if message.body.contains(where: { $0.containsUnixFD }) && !core.canPassUnixFDs {
             throw DBusError.notSupported("this connection cannot pass Unix file descriptors")
         }
         let cmsg = CMessage(pointer: try LibDBusCodec.makeCMessage(message))

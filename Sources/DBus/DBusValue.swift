@@ -163,6 +163,18 @@ public enum DBusValue: Sendable, Hashable {
         }
     }
 
+    /// True when a Unix fd is carried anywhere inside, variants included.
+    public var containsUnixFD: Bool {
+        switch self {
+        case .unixFD: return true
+        case let .array(element, items): return element.containsUnixFD || items.contains { $0.containsUnixFD }
+        case let .dictionary(_, _, entries): return entries.contains { $0.key.containsUnixFD || $0.value.containsUnixFD }
+        case let .structure(fields): return fields.contains { $0.containsUnixFD }
+        case let .variant(inner): return inner.containsUnixFD
+        default: return false
+        }
+    }
+
     /// The string inside `.string`, `.objectPath` or `.signature`.
     public var stringValue: String? {
         switch self {

@@ -1,44 +1,58 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Per-connection memo tables for the wire decoder, used only on the
 /// connection's I/O thread.
 ///
 /// A flood of BlueZ signals repeats the same few signatures, paths,
 /// interface, member and property names over and over; decoding them once
 /// and sharing the resulting Swift values removes most of the per-message
-/// allocations (see docs/PERFORMANCE.md).
+/// allocations (see docs/PERFORMANCE.md). Every table is bounded: once full
+/// it stops learning, whatever a peer sends.
 final class DecodeCache {
-    private var signatures: [String: DBusSignature] = [:]
-    private var variantTypes: [String: DBusType] = [:]
-    private let strings = StringInterner(capacity: 4096)
+    private let signatures = BytesTable<DBusSignature>(capacity: 512)
+    private let variantTypes = BytesTable<DBusType>(capacity: 512)
+    private let strings = BytesTable<String>(capacity: 4096)
 
     /// A parsed signature for the raw bytes, parsing only on first sight.
     func signature(_ raw: UnsafeRawBufferPointer) throws(DBusError) -> DBusSignature {
-        let key = strings.intern(raw, maxLength: 64) ?? String(decoding: raw, as: UTF8.self)
-        if let hit = signatures[key] { return hit }
-        let parsed = DBusSignature(validated: try SignatureParser.parse(bytes: ArraySlice(raw), original: key), raw: key)
-        if signatures.count < 1024 { signatures[key] = parsed }
+        if raw.count <= 64, let hit = signatures.lookup(raw) { return hit }
+        let text = String(decoding: raw, as: UTF8.self)
+        let parsed = DBusSignature(validated: try SignatureParser.parse(bytes: ArraySlice(raw), original: text), raw: text)
+        if raw.count <= 64 { signatures.insert(raw, key: text, value: parsed) }
         return parsed
     }
 
     func variantType(_ raw: UnsafeRawBufferPointer) throws(DBusError) -> DBusType {
-        let key = strings.intern(raw, maxLength: 64) ?? String(decoding: raw, as: UTF8.self)
-        if let hit = variantTypes[key] { return hit }
-        let parsed = try SignatureParser.parseSingle(bytes: ArraySlice(raw), original: key)
-        if variantTypes.count < 1024 { variantTypes[key] = parsed }
+        if raw.count <= 64, let hit = variantTypes.lookup(raw) { return hit }
+        let text = String(decoding: raw, as: UTF8.self)
+        let parsed = try SignatureParser.parseSingle(bytes: ArraySlice(raw), original: text)
+        if raw.count <= 64 { variantTypes.insert(raw, key: text, value: parsed) }
         return parsed
     }
 
     /// A shared String for short, frequently repeated text.
     @inline(__always) func string(_ raw: UnsafeRawBufferPointer) -> String {
-        strings.intern(raw, maxLength: 96) ?? String(decoding: raw, as: UTF8.self)
+        // Up to 15 UTF-8 bytes Swift stores inline: nothing to share.
+        if raw.count <= 15 || raw.count > 96 { return String(decoding: raw, as: UTF8.self) }
+        if let hit = strings.lookup(raw) { return hit }
+        let s = String(decoding: raw, as: UTF8.self)
+        strings.insert(raw, key: s, value: s)
+        return s
     }
 }
 
-/// A bounded open-addressing table from UTF-8 bytes to a shared String.
-/// Once full it stops adding (returns nil for unknown text) so memory stays
-/// bounded whatever the peer sends.
-final class StringInterner {
-    private var hashes: [UInt64]
-    private var values: [String?]
+/// A bounded open-addressing hash table keyed by UTF-8 bytes. Storage is
+/// manually allocated so lookups pay no exclusivity or copy-on-write checks.
+final class BytesTable<Value> {
+    private struct Slot {
+        var hash: UInt64
+        var key: String
+        var value: Value
+    }
+    private let slots: UnsafeMutablePointer<Slot?>
+    private let size: Int
     private let mask: Int
     private var count = 0
     private let limit: Int
@@ -46,28 +60,35 @@ final class StringInterner {
     init(capacity: Int) {
         var size = 16
         while size < capacity * 2 { size <<= 1 }
-        hashes = Array(repeating: 0, count: size)
-        values = Array(repeating: nil, count: size)
+        self.size = size
         mask = size - 1
         limit = capacity
+        slots = .allocate(capacity: size)
+        slots.initialize(repeating: nil, count: size)
     }
 
-    func intern(_ raw: UnsafeRawBufferPointer, maxLength: Int) -> String? {
-        guard raw.count <= maxLength else { return nil }
-        let h = StringInterner.hash(raw) | 1 // 0 marks an empty slot
+    deinit {
+        slots.deinitialize(count: size)
+        slots.deallocate()
+    }
+
+    @inline(__always) func lookup(_ raw: UnsafeRawBufferPointer) -> Value? {
+        let h = BytesTable.hash(raw)
         var i = Int(truncatingIfNeeded: h) & mask
-        while true {
-            let slot = hashes[i]
-            if slot == 0 { break }
-            if slot == h, let s = values[i], StringInterner.equal(s, raw) { return s }
+        while let slot = slots[i] {
+            if slot.hash == h, BytesTable.equal(slot.key, raw) { return slot.value }
             i = (i + 1) & mask
         }
-        guard count < limit else { return nil }
-        let s = String(decoding: raw, as: UTF8.self)
-        hashes[i] = h
-        values[i] = s
+        return nil
+    }
+
+    func insert(_ raw: UnsafeRawBufferPointer, key: String, value: Value) {
+        guard count < limit else { return }
+        let h = BytesTable.hash(raw)
+        var i = Int(truncatingIfNeeded: h) & mask
+        while slots[i] != nil { i = (i + 1) & mask }
+        slots[i] = Slot(hash: h, key: key, value: value)
         count += 1
-        return s
     }
 
     /// A fast non-cryptographic hash, eight bytes at a time.
@@ -92,16 +113,12 @@ final class StringInterner {
         return h ^ (h >> 29)
     }
 
-    private static func equal(_ s: String, _ raw: UnsafeRawBufferPointer) -> Bool {
-        var s = s
-        return s.withUTF8 { utf8 in
-            guard utf8.count == raw.count else { return false }
-            guard let a = utf8.baseAddress, let b = raw.baseAddress else { return raw.count == 0 }
+    @inline(__always) private static func equal(_ s: String, _ raw: UnsafeRawBufferPointer) -> Bool {
+        let utf8 = s.utf8
+        guard utf8.count == raw.count else { return false }
+        return utf8.withContiguousStorageIfAvailable { buf -> Bool in
+            guard let a = buf.baseAddress, let b = raw.baseAddress else { return raw.count == 0 }
             return memcmp(a, b, raw.count) == 0
-        }
+        } ?? utf8.elementsEqual(raw)
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif

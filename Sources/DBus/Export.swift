@@ -338,13 +338,25 @@ struct ExportRegistry {
         }
     }
 
+    /// The specification lets Get and Set name no interface (""): the
+    /// property is then looked up in all of the object's interfaces, and
+    /// used when exactly one has it.
+    private func resolveInterface(_ requested: String, property: String, in object: Object) -> String {
+        guard requested.isEmpty else { return requested }
+        let owners = object.order.filter { name in
+            object.interfaces[name]?.properties.contains { $0.name == property } == true
+        }
+        return owners.count == 1 ? owners[0] : requested
+    }
+
     private func handleProperties(_ message: DBusMessage, object: Object, core: ConnectionCore) {
         func reply(_ result: Result<[DBusValue], DBusError>) { core.replyOnLoop(to: message, result) }
         func fail(_ name: String, _ text: String) { reply(.failure(.remote(name: name, message: text))) }
         let member = message.member ?? ""
         switch (member, message.signature.rawValue) {
         case ("Get", "ss"):
-            guard case let .string(ifaceName) = message.body[0], case let .string(prop) = message.body[1] else { return }
+            guard case let .string(requested) = message.body[0], case let .string(prop) = message.body[1] else { return }
+            let ifaceName = resolveInterface(requested, property: prop, in: object)
             guard let iface = object.interfaces[ifaceName] else { return fail(DBusErrorName.unknownInterface, "No such interface \(ifaceName)") }
             guard let p = iface.properties.first(where: { $0.name == prop }), p.access.readable,
                   let value = object.values[ifaceName]?[prop] else {
@@ -356,8 +368,9 @@ struct ExportRegistry {
             guard let iface = object.interfaces[ifaceName] else { return fail(DBusErrorName.unknownInterface, "No such interface \(ifaceName)") }
             reply(.success([readableValues(object, iface)]))
         case ("Set", "ssv"):
-            guard case let .string(ifaceName) = message.body[0], case let .string(prop) = message.body[1],
+            guard case let .string(requested) = message.body[0], case let .string(prop) = message.body[1],
                   case let .variant(value) = message.body[2] else { return }
+            let ifaceName = resolveInterface(requested, property: prop, in: object)
             guard let iface = object.interfaces[ifaceName] else { return fail(DBusErrorName.unknownInterface, "No such interface \(ifaceName)") }
             guard let p = iface.properties.first(where: { $0.name == prop }) else {
                 return fail(DBusErrorName.unknownProperty, "No such property \(prop) in \(ifaceName)")

@@ -192,7 +192,7 @@ enum LibDBusCodec {
         guard dbus_message_marshal(c, &buffer, &length) != 0, let buffer else { throw .outOfMemory }
         defer { dbus_free(buffer) }
         let wire: DBusMessage
-        if message.body.contains(where: { $0.type.containsUnixFD }) {
+        if message.body.contains(where: { $0.containsUnixFD }) {
             wire = iter
         } else {
             wire = try WireDecoder.decodeMessage(UnsafeRawBufferPointer(start: buffer, count: Int(length)))

@@ -88,7 +88,7 @@ struct WireDecoder {
         body.reserveCapacity(signature.types.count)
         let bodyEnd = d.position + bodyLength
         for type in signature.types {
-            if type == .string {
+            if case .string = type {
                 body.append(.string(try d.readStringValue(intern: true)))
             } else {
                 body.append(try d.decode(type, depth: 0))
@@ -243,7 +243,7 @@ struct WireDecoder {
             try align(element.alignment)
             try need(length)
             let end = position + length
-            if element == .byte {
+            if case .byte = element {
                 let bytes = [UInt8](UnsafeRawBufferPointer(start: base + position, count: length))
                 position = end
                 return .bytes(bytes)
@@ -264,7 +264,7 @@ struct WireDecoder {
             while position < end {
                 try align(8)
                 let k: DBusValue
-                if key == .string {
+                if case .string = key {
                     k = .string(try readStringValue(intern: true))
                 } else {
                     k = try decode(key, depth: depth + 2)

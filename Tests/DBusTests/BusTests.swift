@@ -368,3 +368,27 @@ func ruleCount(_ connection: DBusConnection) async throws -> Int {
     guard case let .uint32(n)? = stats["MatchRules"] else { throw DBusError.malformedMessage("no MatchRules in \(stats)") }
     return Int(n)
 }
+
+@Suite struct PropertyLookupTests {
+    @Test func getAndSetWithoutAnInterfaceNameFindTheUniqueProperty() async throws {
+        try await withBus { bus in
+            let server = try await DBusConnection.connect(to: .address(bus.address))
+            let client = try await DBusConnection.connect(to: .address(bus.address))
+            let reg = try await server.export("/echo", interfaces: [echoObject()])
+            let props = DBusProxy(connection: client, destination: server.uniqueName, path: "/echo", interface: "")
+            #expect(try await props.property("Name") == .string("echo"))
+            try await props.setProperty("Name", .string("via empty interface"))
+            #expect(await reg.property(echoInterface, "Name") == .string("via empty interface"))
+        }
+    }
+
+    @Test func fdsInsideVariantsAreSeen() {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)
+        close(fds[1])
+        let value = DBusValue.variant(.structure([.string("x"), .unixFD(UnixFileDescriptor(owning: fds[0]))]))
+        #expect(value.containsUnixFD)
+        #expect(!value.type.containsUnixFD)
+        #expect(!DBusValue.propertyMap(["a": .int32(1)]).containsUnixFD)
+    }
+}

@@ -33,40 +33,6 @@ func run(_ executable: String, _ arguments: [String], environment: [String: Stri
     return (process.terminationStatus, String(decoding: outData, as: UTF8.self), String(decoding: errData, as: UTF8.self))
 }
 
-/// A background helper process (e.g. a python3-dbus service) that is
-/// killed when released.
-final class Helper: @unchecked Sendable {
-    let process = Process()
-    let output = Pipe()
-    init(_ executable: String, _ arguments: [String], environment: [String: String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        for (k, v) in environment { env[k] = v }
-        process.environment = env
-        process.standardOutput = output
-        process.standardError = FileHandle.standardError
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-    }
-    /// Waits for a line on stdout (e.g. "READY").
-    func waitForLine() -> String {
-        var data = Data()
-        while true {
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            data.append(chunk)
-            if data.contains(UInt8(ascii: "\n")) { break }
-        }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-    func stop() {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-    }
-    deinit { stop() }
-}
-
 /// The Debian interpreter with python3-dbus and python3-gi.
 let systemPython = "/usr/bin/python3"
 
