@@ -8,12 +8,15 @@ import Glibc
 let arguments = Array(CommandLine.arguments.dropFirst())
 let usage = """
 usage: bench dbus-receive --address ADDRESS --count N
+       bench dbus-decode [ITERATIONS]
        bench parsing [--json] [--iterations N]
 """
 
 switch arguments.first {
 case "dbus-receive":
     exit(await DBusReceiveBench.run(Array(arguments.dropFirst())))
+case "dbus-decode":
+    exit(DBusDecodeBench.run(Array(arguments.dropFirst())))
 case "parsing":
     exit(ParsingBench.run(Array(arguments.dropFirst())))
 default:
