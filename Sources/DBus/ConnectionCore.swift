@@ -27,6 +27,8 @@ final class CallState: @unchecked Sendable {
 /// Something that receives the signals of one match rule.
 protocol SignalSink: AnyObject, Sendable {
     var id: UInt64 { get }
+    /// Takes messages with their body still in wire form.
+    var onDemand: Bool { get }
     /// Returns true when a consumer waits and ``wake()`` must follow.
     func deliver(_ message: DBusMessage) -> Bool
     func wake()
@@ -35,9 +37,11 @@ protocol SignalSink: AnyObject, Sendable {
 
 final class BufferedSignalSink: SignalSink, @unchecked Sendable {
     let id: UInt64
+    let onDemand: Bool
     let buffer: AsyncBuffer<DBusMessage>
-    init(id: UInt64, capacity: Int) {
+    init(id: UInt64, capacity: Int, onDemand: Bool = false) {
         self.id = id
+        self.onDemand = onDemand
         self.buffer = AsyncBuffer(capacity: capacity)
     }
     func deliver(_ message: DBusMessage) -> Bool { buffer.push(message, deferWake: true) }
@@ -48,6 +52,7 @@ final class BufferedSignalSink: SignalSink, @unchecked Sendable {
 /// A sink run on the I/O thread itself (internal bookkeeping).
 final class InlineSignalSink: SignalSink, @unchecked Sendable {
     let id: UInt64
+    var onDemand: Bool { false }
     let handler: (DBusMessage) -> Void
     init(id: UInt64, handler: @escaping (DBusMessage) -> Void) {
         self.id = id
@@ -100,6 +105,7 @@ final class ConnectionCore: @unchecked Sendable {
     let decodeCache = DecodeCache()                 // loop
     private var pendingWakes: [ObjectIdentifier: any SignalSink] = [:]   // loop
     private var deferredDeliveries = 0              // loop
+    private var onDemandSinks = 0                   // loop
     private var firstDeferredAt: UInt64 = 0         // loop
 
     struct PendingCall {
@@ -546,7 +552,10 @@ final class ConnectionCore: @unchecked Sendable {
     fileprivate func handle(_ cmsg: OpaquePointer) -> Bool {
         let message: DBusMessage
         do {
-            message = try LibDBusCodec.decode(cmsg, cache: decodeCache)
+            // Signals stay undecoded for on-demand subscribers; everything
+            // else is decoded here, once.
+            let lazy = onDemandSinks > 0 && dbus_message_get_type(cmsg) == Int32(DBUS_MESSAGE_TYPE_SIGNAL)
+            message = try LibDBusCodec.decode(cmsg, cache: decodeCache, lazyBody: lazy)
         } catch {
             malformedCount += 1
             if dbus_message_get_type(cmsg) == Int32(DBUS_MESSAGE_TYPE_METHOD_CALL), dbus_message_get_no_reply(cmsg) == 0 {
@@ -573,26 +582,67 @@ final class ConnectionCore: @unchecked Sendable {
                 running = false
                 return true
             }
+            var decoded = DecodedOnce(message)
             if message.sender == "org.freedesktop.DBus", message.member == "NameOwnerChanged",
-               message.interface == "org.freedesktop.DBus", message.body.count == 3,
-               case let .string(name) = message.body[0], case let .string(newOwner) = message.body[2],
+               message.interface == "org.freedesktop.DBus", let eager = decoded.get(), eager.body.count == 3,
+               case let .string(name) = eager.body[0], case let .string(newOwner) = eager.body[2],
                let track = nameTracks[name] {
                 let owner: String? = newOwner.isEmpty ? nil : newOwner
                 track.owner = owner
                 track.known = true
                 for (_, w) in track.watchers { w.push(owner) }
             }
-            route(message)
+            route(message, &decoded)
         case .methodCall:
             exports.handleCall(message, core: self)
         }
         return true
     }
 
-    private func route(_ message: DBusMessage) {
+    /// A signal decoded at most once, for the consumers that want values.
+    struct DecodedOnce {
+        let original: DBusMessage
+        private var eager: DBusMessage?
+        private var failed = false
+        init(_ message: DBusMessage) {
+            original = message
+            eager = message.isBodyDeferred ? nil : message
+        }
+        mutating func get() -> DBusMessage? {
+            if let eager { return eager }
+            if failed { return nil }
+            do {
+                var m = original
+                m.body = try original.decodedBody()
+                m.rawBody = nil
+                eager = m
+                return m
+            } catch {
+                failed = true
+                return nil
+            }
+        }
+    }
+
+    private func route(_ message: DBusMessage, _ decoded: inout DecodedOnce) {
         for (_, group) in ruleGroups where !group.sinks.isEmpty {
-            if group.rule.matches(message, ownerOf: { nameTracks[$0]?.owner }) {
-                for (_, sink) in group.sinks where sink.deliver(message) {
+            let matchOn: DBusMessage
+            if group.rule.needsArguments {
+                guard let eager = decoded.get() else { malformedCount += 1; continue }
+                matchOn = eager
+            } else {
+                matchOn = message
+            }
+            if group.rule.matches(matchOn, ownerOf: { nameTracks[$0]?.owner }) {
+                for (_, sink) in group.sinks {
+                    let delivered: DBusMessage
+                    if sink.onDemand || !message.isBodyDeferred {
+                        delivered = message
+                    } else {
+                        guard let eager = decoded.get() else { malformedCount += 1; continue }
+                        delivered = eager
+                    }
+                    guard sink.deliver(delivered) else { continue }
                     if pendingWakes.isEmpty { firstDeferredAt = monotonicNanoseconds() }
                     pendingWakes[ObjectIdentifier(sink)] = sink
                 }
@@ -614,6 +664,7 @@ final class ConnectionCore: @unchecked Sendable {
         if dead { ready(.disconnected); return }
         let key = rule.description
         sinkToRule[sink.id] = key
+        if sink.onDemand { onDemandSinks += 1 }
         if let group = ruleGroups[key] {
             group.sinks[sink.id] = sink
             if group.active { ready(nil) } else { group.waiters.append(ready) }
@@ -656,6 +707,7 @@ final class ConnectionCore: @unchecked Sendable {
 
     func removeSinkOnLoop(id: UInt64) {
         guard let key = sinkToRule.removeValue(forKey: id), let group = ruleGroups[key] else { return }
+        if group.sinks[id]?.onDemand == true { onDemandSinks -= 1 }
         group.sinks[id]?.finish(nil)
         group.sinks[id] = nil
         guard group.sinks.isEmpty, group.waiters.isEmpty else { return }

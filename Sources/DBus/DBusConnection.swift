@@ -52,6 +52,14 @@ public enum DBusBusAddress: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// When a subscription's message bodies are decoded.
+public enum DBusBodyDecoding: Sendable, Hashable {
+    /// On the connection's I/O thread, into ``DBusMessage/body``.
+    case eager
+    /// By the consumer, when and as far as it reads (see ``DBusMessage/withBodyReader(_:)``).
+    case onDemand
+}
+
 /// A connection to a D-Bus message bus (or a peer), built on libdbus.
 ///
 /// Every connection is a *private* libdbus connection owned by this object
@@ -256,10 +264,18 @@ public final class DBusConnection: Sendable {
     /// decode per message. The rule is removed when the last stream for it
     /// is released. Each stream buffers at most `bufferCapacity` messages;
     /// see ``DBusSignalStream`` for the overflow policy.
-    public func signals(matching rule: DBusMatchRule, bufferCapacity: Int = 8192) async throws -> DBusSignalStream {
+    ///
+    /// With `decoding: .onDemand` the messages arrive with their body still
+    /// in wire form (``DBusMessage/body`` is empty): read it in place with
+    /// ``DBusMessage/withBodyReader(_:)`` or decode it with
+    /// ``DBusMessage/decodedBody()`` on the consuming task. That moves the
+    /// work off the I/O thread and skips building value trees for fields the
+    /// consumer does not need — the mode for floods of PropertiesChanged.
+    public func signals(matching rule: DBusMatchRule, bufferCapacity: Int = 8192,
+                        decoding: DBusBodyDecoding = .eager) async throws -> DBusSignalStream {
         try rule.validate()
         let core = self.core
-        let sink = BufferedSignalSink(id: core.nextID(), capacity: bufferCapacity)
+        let sink = BufferedSignalSink(id: core.nextID(), capacity: bufferCapacity, onDemand: decoding == .onDemand)
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
             let queued = core.execute {
                 core.addSinkOnLoop(sink, rule: rule) { error in

@@ -29,7 +29,38 @@ public struct DBusMessage: Sendable {
     public var destination: String?
     public var sender: String?
     public var signature: DBusSignature
+    /// The decoded arguments. Empty for messages delivered by a subscription
+    /// made with `decoding: .onDemand`: use ``decodedBody()`` or
+    /// ``withBodyReader(_:)`` there.
     public var body: [DBusValue]
+    /// The undecoded body of an on-demand message.
+    var rawBody: DBusRawBody?
+
+    /// Whether the body is still in wire form (an on-demand message).
+    public var isBodyDeferred: Bool { rawBody != nil }
+
+    /// The arguments, decoding them now if this message was delivered
+    /// undecoded.
+    public func decodedBody() throws(DBusError) -> [DBusValue] {
+        guard let rawBody else { return body }
+        return try rawBody.decodeAll()
+    }
+
+    /// Reads the body in place, without building ``DBusValue`` trees: the
+    /// fastest way to consume a flood of on-demand messages. Returns nil for
+    /// a message whose body was already decoded (read ``body`` instead).
+    public func withBodyReader<T>(_ read: (inout DBusBodyReader) throws(DBusError) -> T) throws(DBusError) -> T? {
+        guard let rawBody else { return nil }
+        return try rawBody.bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<T, DBusError> in
+            guard let base = raw.baseAddress ?? DBusRawBody.emptyBase else { return .failure(.malformedMessage("no body")) }
+            var reader = DBusBodyReader(decoder: WireDecoder(base: base, count: raw.count, bigEndian: rawBody.bigEndian))
+            do throws(DBusError) {
+                return .success(try read(&reader))
+            } catch {
+                return .failure(error)
+            }
+        }.get()
+    }
 
     public init(
         kind: Kind, flags: Flags = [], serial: UInt32 = 0, replySerial: UInt32? = nil,

@@ -208,13 +208,13 @@ enum LibDBusCodec {
 
     /// Decodes a received libdbus message. Uses the fast wire decoder unless
     /// the message carries Unix fds.
-    static func decode(_ msg: OpaquePointer, cache: DecodeCache? = nil) throws(DBusError) -> DBusMessage {
+    static func decode(_ msg: OpaquePointer, cache: DecodeCache? = nil, lazyBody: Bool = false) throws(DBusError) -> DBusMessage {
         if dbus_message_contains_unix_fds(msg) == 0 {
             var buffer: UnsafeMutablePointer<CChar>?
             var length: Int32 = 0
             guard dbus_message_marshal(msg, &buffer, &length) != 0, let buffer else { throw .outOfMemory }
             defer { dbus_free(buffer) }
-            return try WireDecoder.decodeMessage(UnsafeRawBufferPointer(start: buffer, count: Int(length)), cache: cache)
+            return try WireDecoder.decodeMessage(UnsafeRawBufferPointer(start: buffer, count: Int(length)), cache: cache, lazyBody: lazyBody)
         }
         return try decodeWithIterators(msg)
     }

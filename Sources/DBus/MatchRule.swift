@@ -117,6 +117,11 @@ public struct DBusMatchRule: Sendable, Hashable, CustomStringConvertible {
         return true
     }
 
+    /// Whether matching needs the message's arguments.
+    var needsArguments: Bool {
+        !arguments.isEmpty || !argumentPaths.isEmpty || arg0Namespace != nil
+    }
+
     /// The well-known (non-unique, non-daemon) sender name, if any, which
     /// needs owner tracking for in-process matching.
     var wellKnownSender: String? {

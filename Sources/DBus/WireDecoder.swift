@@ -22,7 +22,7 @@ struct WireDecoder {
     /// Decodes a whole marshalled message. Fails for messages that carry
     /// Unix file descriptors (their values are indices into a side table),
     /// which the caller decodes through libdbus instead.
-    static func decodeMessage(_ bytes: UnsafeRawBufferPointer, cache: DecodeCache? = nil) throws(DBusError) -> DBusMessage {
+    static func decodeMessage(_ bytes: UnsafeRawBufferPointer, cache: DecodeCache? = nil, lazyBody: Bool = false) throws(DBusError) -> DBusMessage {
         guard bytes.count >= 16, let base = bytes.baseAddress else {
             throw .malformedMessage("message shorter than its 16-byte fixed header")
         }
@@ -84,9 +84,21 @@ struct WireDecoder {
         d.position = fieldsEnd
         try d.align(8)
         guard d.position + bodyLength <= bytes.count else { throw .malformedMessage("body runs past the end of the message") }
+        let bodyEnd = d.position + bodyLength
+        if lazyBody {
+            // Keep the body bytes; the consumer decodes them (or reads them
+            // in place with DBusBodyReader) on its own thread.
+            let raw = DBusRawBody(bytes: [UInt8](UnsafeRawBufferPointer(start: base + d.position, count: bodyLength)),
+                                  bigEndian: big, signature: signature)
+            var m = DBusMessage(
+                kind: kind, flags: flags, serial: serial, replySerial: replySerial, path: path,
+                interface: interface, member: member, errorName: errorName, destination: destination,
+                sender: sender, signature: signature, body: [])
+            m.rawBody = raw
+            return m
+        }
         var body: [DBusValue] = []
         body.reserveCapacity(signature.types.count)
-        let bodyEnd = d.position + bodyLength
         for type in signature.types {
             if case .string = type {
                 body.append(.string(try d.readStringValue(intern: true)))

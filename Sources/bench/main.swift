@@ -9,12 +9,15 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let usage = """
 usage: bench dbus-receive --address ADDRESS --count N
        bench dbus-decode [ITERATIONS]
+       bench dbus-idle [SECONDS]
        bench parsing [--json] [--iterations N]
 """
 
 switch arguments.first {
 case "dbus-receive":
     exit(await DBusReceiveBench.run(Array(arguments.dropFirst())))
+case "dbus-idle":
+    exit(await DBusIdleBench.run(Array(arguments.dropFirst())))
 case "dbus-decode":
     exit(DBusDecodeBench.run(Array(arguments.dropFirst())))
 case "parsing":

@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+@testable import DBus
+
+@Suite(.timeLimit(.minutes(1))) struct OnDemandDecodingTests {
+    static let body: [DBusValue] = [
+        .string("org.bluez.Device1"),
+        .propertyMap([
+            "RSSI": .int16(-61),
+            "ManufacturerData": .dictionary(key: .uint16, value: .variant, [DBusDictEntry(.uint16(0x0499), .variant(.bytes([5, 1, 2, 250])))]),
+            "Name": .string("Ruuvi 1234"),
+        ]),
+        .array(.string, [.string("TxPower")]),
+    ]
+
+    @Test func onDemandAndEagerSubscribersShareARuleAndSeeTheSameValues() async throws {
+        try await withBus { bus in
+            let sender = try await DBusConnection.connect(to: .address(bus.address))
+            let receiver = try await DBusConnection.connect(to: .address(bus.address))
+            let rule = DBusMatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", pathNamespace: "/org/bluez")
+            let lazy = try await receiver.signals(matching: rule, decoding: .onDemand)
+            let eager = try await receiver.signals(matching: rule)
+            let arg0 = try await receiver.signals(matching: DBusMatchRule(interface: "org.freedesktop.DBus.Properties", arguments: [0: "org.bluez.Device1"]), decoding: .onDemand)
+            #expect(try await ruleCount(receiver) == 2)
+            try sender.emitSignal(path: "/org/bluez/hci0/dev_1", interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", arguments: Self.body)
+            try sender.emitSignal(path: "/org/bluez/hci0/dev_1", interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
+                                  arguments: [.string("org.bluez.Adapter1"), .propertyMap([:]), .array(.string, [])])
+
+            let l = try await collect(lazy, count: 2)
+            let e = try await collect(eager, count: 2)
+            let a = try await collect(arg0, count: 1)
+            #expect(l.count == 2 && e.count == 2 && a.count == 1)
+            #expect(l[0].isBodyDeferred && l[0].body.isEmpty)
+            #expect(!e[0].isBodyDeferred && e[0].body == Self.body)
+            #expect(try l[0].decodedBody() == Self.body)
+            #expect(try e[0].decodedBody() == Self.body)
+            #expect(try e[0].withBodyReader { _ in 1 } == nil)
+            // The arg0 rule matched only the Device1 change, on a deferred message.
+            #expect(a[0].isBodyDeferred)
+            #expect(try a[0].decodedBody().first == .string("org.bluez.Device1"))
+
+            // Reading in place.
+            let read = try l[0].withBodyReader { (r: inout DBusBodyReader) throws(DBusError) -> [String: String] in
+                var seen: [String: String] = [:]
+                seen["interface"] = try r.readString()
+                let end = try r.beginArray(elementAlignment: 8)
+                while r.hasElement(before: end) {
+                    try r.beginStruct()
+                    let key = try r.readString()
+                    let sig = try r.readVariantSignature()
+                    let type = try DBusSignature(String(decoding: sig, as: UTF8.self)).types[0]
+                    seen[key] = "\(try r.readValue(type))"
+                }
+                let invalidated = try r.beginArray(elementAlignment: 4)
+                while r.hasElement(before: invalidated) { seen["invalidated"] = try r.readString() }
+                #expect(r.isAtEnd)
+                return seen
+            }
+            #expect(read?["interface"] == "org.bluez.Device1")
+            #expect(read?["RSSI"] == "int16 -61")
+            #expect(read?["Name"] == "string \"Ruuvi 1234\"")
+            #expect(read?["invalidated"] == "TxPower")
+        }
+    }
+
+    @Test func readerFailsCleanlyOnMisreadsAndTruncation() throws {
+        let raw = DBusRawBody(bytes: [3, 0, 0, 0, 0x61, 0x62, 0x63], bigEndian: false, signature: DBusSignature([.string]))
+        var message = DBusMessage(kind: .signal, path: "/x", interface: "a.b", member: "C")
+        message.rawBody = raw
+        // "abc" without its NUL: a typed error, not a trap.
+        #expect(throws: DBusError.self) { try message.withBodyReader { (r: inout DBusBodyReader) throws(DBusError) -> String in try r.readString() } }
+        #expect(throws: DBusError.self) { try message.decodedBody() }
+        // Reading past the end.
+        let empty = DBusRawBody(bytes: [], bigEndian: false, signature: DBusSignature([]))
+        message.rawBody = empty
+        #expect(throws: DBusError.self) { try message.withBodyReader { (r: inout DBusBodyReader) throws(DBusError) -> Int32 in try r.readInt32() } }
+        #expect(try message.decodedBody() == [])
+    }
+}
