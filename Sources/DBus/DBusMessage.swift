@@ -68,18 +68,9 @@ public struct DBusMessage: Sendable {
         errorName: String? = nil, destination: String? = nil, sender: String? = nil,
         body: [DBusValue] = []
     ) {
-        self.kind = kind
-        self.flags = flags
-        self.serial = serial
-        self.replySerial = replySerial
-        self.path = path
-        self.interface = interface
-        self.member = member
-        self.errorName = errorName
-        self.destination = destination
-        self.sender = sender
-        self.signature = DBusSignature(body.map(\.type))
-        self.body = body
+        self.init(kind: kind, flags: flags, serial: serial, replySerial: replySerial, path: path,
+                  interface: interface, member: member, errorName: errorName, destination: destination,
+                  sender: sender, signature: DBusSignature(body.map(\.type)), body: body)
     }
 
     init(

@@ -9,6 +9,27 @@ public enum DBusType: Sendable, Hashable, CustomStringConvertible {
     indirect case dictionary(key: DBusType, value: DBusType)
     case structure([DBusType])
 
+    /// The type a one-character code stands for (basic types and `v`).
+    @inline(__always) static func singleCharacter(_ c: UInt8) -> DBusType? {
+        switch c {
+        case UInt8(ascii: "y"): return .byte
+        case UInt8(ascii: "b"): return .boolean
+        case UInt8(ascii: "n"): return .int16
+        case UInt8(ascii: "q"): return .uint16
+        case UInt8(ascii: "i"): return .int32
+        case UInt8(ascii: "u"): return .uint32
+        case UInt8(ascii: "x"): return .int64
+        case UInt8(ascii: "t"): return .uint64
+        case UInt8(ascii: "d"): return .double
+        case UInt8(ascii: "s"): return .string
+        case UInt8(ascii: "o"): return .objectPath
+        case UInt8(ascii: "g"): return .signature
+        case UInt8(ascii: "h"): return .unixFD
+        case UInt8(ascii: "v"): return .variant
+        default: return nil
+        }
+    }
+
     /// True for the basic (non-container) types, which are the only ones
     /// allowed as dictionary keys.
     public var isBasic: Bool {
@@ -159,21 +180,8 @@ enum SignatureParser {
         let c = b[i]
         let position = i - b.startIndex
         i += 1
+        if let single = DBusType.singleCharacter(c) { return single }
         switch c {
-        case UInt8(ascii: "y"): return .byte
-        case UInt8(ascii: "b"): return .boolean
-        case UInt8(ascii: "n"): return .int16
-        case UInt8(ascii: "q"): return .uint16
-        case UInt8(ascii: "i"): return .int32
-        case UInt8(ascii: "u"): return .uint32
-        case UInt8(ascii: "x"): return .int64
-        case UInt8(ascii: "t"): return .uint64
-        case UInt8(ascii: "d"): return .double
-        case UInt8(ascii: "s"): return .string
-        case UInt8(ascii: "o"): return .objectPath
-        case UInt8(ascii: "g"): return .signature
-        case UInt8(ascii: "h"): return .unixFD
-        case UInt8(ascii: "v"): return .variant
         case UInt8(ascii: "a"):
             guard arrayDepth < maximumArrayDepth else {
                 throw .invalidSignature(original(), reason: "arrays nested deeper than \(maximumArrayDepth)")

@@ -193,31 +193,12 @@ struct WireDecoder {
     /// common single-character and short array signatures.
     mutating func readVariantType() throws(DBusError) -> DBusType {
         let raw = try readSignatureBytes()
-        if raw.count == 1, let basic = WireDecoder.basicType(raw[0]) { return basic }
-        if raw.count == 2, raw[0] == UInt8(ascii: "a"), let basic = WireDecoder.basicType(raw[1]) {
+        if raw.count == 1, let basic = DBusType.singleCharacter(raw[0]) { return basic }
+        if raw.count == 2, raw[0] == UInt8(ascii: "a"), let basic = DBusType.singleCharacter(raw[1]) {
             return .array(basic)
         }
         if let cache { return try cache.variantType(raw) }
         return try SignatureParser.parseSingle(bytes: ArraySlice(raw), original: String(decoding: raw, as: UTF8.self))
-    }
-
-    @inline(__always) static func basicType(_ c: UInt8) -> DBusType? {
-        switch c {
-        case UInt8(ascii: "y"): return .byte
-        case UInt8(ascii: "b"): return .boolean
-        case UInt8(ascii: "n"): return .int16
-        case UInt8(ascii: "q"): return .uint16
-        case UInt8(ascii: "i"): return .int32
-        case UInt8(ascii: "u"): return .uint32
-        case UInt8(ascii: "x"): return .int64
-        case UInt8(ascii: "t"): return .uint64
-        case UInt8(ascii: "d"): return .double
-        case UInt8(ascii: "s"): return .string
-        case UInt8(ascii: "o"): return .objectPath
-        case UInt8(ascii: "g"): return .signature
-        case UInt8(ascii: "v"): return .variant
-        default: return nil
-        }
     }
 
     mutating func decode(_ type: DBusType, depth: Int) throws(DBusError) -> DBusValue {
