@@ -52,10 +52,11 @@ final class BufferedSignalSink: SignalSink, @unchecked Sendable {
 /// A sink run on the I/O thread itself (internal bookkeeping).
 final class InlineSignalSink: SignalSink, @unchecked Sendable {
     let id: UInt64
-    var onDemand: Bool { false }
+    let onDemand: Bool
     let handler: (DBusMessage) -> Void
-    init(id: UInt64, handler: @escaping (DBusMessage) -> Void) {
+    init(id: UInt64, onDemand: Bool = false, handler: @escaping (DBusMessage) -> Void) {
         self.id = id
+        self.onDemand = onDemand
         self.handler = handler
     }
     func deliver(_ message: DBusMessage) -> Bool {

@@ -287,6 +287,33 @@ public final class DBusConnection: Sendable {
         return DBusSignalStream(token: SubscriptionToken(core: core, sink: sink), rule: rule)
     }
 
+    /// Calls `handler` for every signal matching `rule`, on the connection's
+    /// I/O thread, in arrival order, with no buffering and no thread hop.
+    ///
+    /// For consumers that only fold messages into state (a mirror of
+    /// bluetoothd's objects, counters): the cheapest way to absorb a flood.
+    /// The handler must return quickly and must not block or wait for this
+    /// connection (a call made from it would deadlock); hand anything slow
+    /// to a task. Releasing the returned registration removes the handler
+    /// (and the bus rule when it was the last user of it).
+    public func addSignalHandler(
+        matching rule: DBusMatchRule, decoding: DBusBodyDecoding = .eager,
+        _ handler: @escaping @Sendable (DBusMessage) -> Void
+    ) async throws -> DBusSignalHandlerRegistration {
+        try rule.validate()
+        let core = self.core
+        let sink = InlineSignalSink(id: core.nextID(), onDemand: decoding == .onDemand, handler: handler)
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            let queued = core.execute {
+                core.addSinkOnLoop(sink, rule: rule) { error in
+                    if let error { c.resume(throwing: error) } else { c.resume() }
+                }
+            }
+            if !queued { c.resume(throwing: DBusError.disconnected) }
+        }
+        return DBusSignalHandlerRegistration(core: core, id: sink.id)
+    }
+
     /// Follows who owns a bus name: the current owner (nil if none) first,
     /// then every change, e.g. bluetoothd stopping (nil) and returning.
     public func nameOwnerChanges(of name: String) async throws -> DBusNameOwnerStream {

@@ -1,3 +1,7 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// A validated D-Bus object path such as `/org/bluez/hci0`.
 public struct ObjectPath: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringLiteral {
     public let rawValue: String
@@ -48,12 +52,16 @@ public struct ObjectPath: Sendable, Hashable, Comparable, CustomStringConvertibl
 
     /// True when `self` equals `other` or lies below it.
     public func isDescendant(ofOrEqualTo other: ObjectPath) -> Bool {
-        let o = other.rawValue.utf8
-        if o.count == 1 { return true } // the root
-        let me = rawValue.utf8
-        guard me.count >= o.count, me.starts(with: o) else { return false }
-        if me.count == o.count { return true }
-        return me[me.index(me.startIndex, offsetBy: o.count)] == UInt8(ascii: "/")
+        var prefix = other.rawValue
+        var me = rawValue
+        return prefix.withUTF8 { o in
+            if o.count == 1 { return true } // the root
+            return me.withUTF8 { m in
+                guard m.count >= o.count, let mb = m.baseAddress, let ob = o.baseAddress,
+                      memcmp(mb, ob, o.count) == 0 else { return false }
+                return m.count == o.count || m[o.count] == UInt8(ascii: "/")
+            }
+        }
     }
 
     /// True when `self` lies strictly below `other`.

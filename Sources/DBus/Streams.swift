@@ -158,3 +158,18 @@ public final class DBusObjectManagerRegistration: Sendable {
         }
     }
 }
+
+/// Keeps a signal handler installed; releasing it (or ``remove()``) removes it.
+public final class DBusSignalHandlerRegistration: Sendable {
+    let core: ConnectionCore
+    let id: UInt64
+    init(core: ConnectionCore, id: UInt64) {
+        self.core = core
+        self.id = id
+    }
+    public func remove() {
+        let core = self.core, id = self.id
+        core.execute { core.removeSinkOnLoop(id: id) }
+    }
+    deinit { remove() }
+}

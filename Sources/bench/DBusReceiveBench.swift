@@ -19,11 +19,15 @@ enum DBusReceiveBench {
         var address: String?
         var count = 0
         var values = false
+        var stream = false
         var i = 0
         while i < arguments.count {
             switch arguments[i] {
             case "--values":
                 values = true
+                i += 1
+            case "--stream":
+                stream = true
                 i += 1
             case "--address" where i + 1 < arguments.count:
                 address = arguments[i + 1]
@@ -44,8 +48,11 @@ enum DBusReceiveBench {
             let connection = try await DBusConnection.connect(to: .address(address))
             let rule = DBusMatchRule(interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
                                      pathNamespace: "/org/bluez")
-            let stream = try await connection.signals(matching: rule, bufferCapacity: 1 << 20,
-                                                      decoding: values ? .eager : .onDemand)
+            if !stream {
+                return try await viaHandler(connection: connection, rule: rule, count: count, values: values)
+            }
+            let signals = try await connection.signals(matching: rule, bufferCapacity: 1 << 20,
+                                                       decoding: values ? .eager : .onDemand)
             printFlushed("READY")
             let cpuStart = cpuSeconds()
             var firstAt: ContinuousClock.Instant?
@@ -53,7 +60,7 @@ enum DBusReceiveBench {
             var checksum = 0
             var malformed = 0
             var received = 0
-            for try await message in stream {
+            for try await message in signals {
                 if firstAt == nil { firstAt = .now }
                 let ok = values ? checksumOf(message, into: &checksum) : readChecksum(message, into: &checksum)
                 if !ok { malformed += 1 }
@@ -64,15 +71,56 @@ enum DBusReceiveBench {
                 }
             }
             let cpu = cpuSeconds() - cpuStart
-            let wall = firstAt.map { lastAt - $0 } ?? .zero
-            let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
-            printFlushed("{\"impl\":\"swift\",\"decoding\":\"\(values ? "values" : "reader")\",\"messages\":\(received),\"wall_s\":\(wallSeconds),\"cpu_s\":\(cpu),\"checksum\":\(checksum),\"malformed\":\(malformed),\"dropped\":\(stream.droppedCount)}")
+            report(api: "stream", values: values, received: received, wall: firstAt.map { lastAt - $0 } ?? .zero,
+                   cpu: cpu, checksum: checksum, malformed: malformed, dropped: signals.droppedCount)
             connection.close()
             return received == count ? 0 : 1
         } catch {
             writeError("bench dbus-receive: \(error)")
             return 1
         }
+    }
+
+    static func report(api: String, values: Bool, received: Int, wall: Duration, cpu: Double, checksum: Int, malformed: Int, dropped: Int) {
+        let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
+        printFlushed("{\"impl\":\"swift\",\"api\":\"\(api)\",\"decoding\":\"\(values ? "values" : "reader")\",\"messages\":\(received),\"wall_s\":\(wallSeconds),\"cpu_s\":\(cpu),\"checksum\":\(checksum),\"malformed\":\(malformed),\"dropped\":\(dropped)}")
+    }
+
+    /// State folded by a signal handler on the connection's I/O thread.
+    /// Only that thread writes it until the count is reached; the waiter
+    /// reads it after the completion stream says so.
+    final class Tally: @unchecked Sendable {
+        var checksum = 0
+        var malformed = 0
+        var received = 0
+        var firstAt: ContinuousClock.Instant?
+        var lastAt = ContinuousClock.now
+    }
+
+    /// The handler API: messages folded on the I/O thread, no hand-off.
+    static func viaHandler(connection: DBusConnection, rule: DBusMatchRule, count: Int, values: Bool) async throws -> Int32 {
+        let tally = Tally()
+        let (done, finish) = AsyncStream<Void>.makeStream()
+        let registration = try await connection.addSignalHandler(matching: rule, decoding: values ? .eager : .onDemand) { message in
+            if tally.firstAt == nil { tally.firstAt = .now }
+            let ok = values ? checksumOf(message, into: &tally.checksum) : readChecksum(message, into: &tally.checksum)
+            if !ok { tally.malformed += 1 }
+            tally.received += 1
+            if tally.received == count {
+                tally.lastAt = .now
+                finish.yield()
+                finish.finish()
+            }
+        }
+        printFlushed("READY")
+        let cpuStart = cpuSeconds()
+        for await _ in done { break }
+        let cpu = cpuSeconds() - cpuStart
+        registration.remove()
+        report(api: "handler", values: values, received: tally.received, wall: tally.firstAt.map { tally.lastAt - $0 } ?? .zero,
+               cpu: cpu, checksum: tally.checksum, malformed: tally.malformed, dropped: 0)
+        connection.close()
+        return tally.received == count ? 0 : 1
     }
 
     /// Reads every value of the body in place (DBusBodyReader), without
@@ -89,15 +137,15 @@ enum DBusReceiveBench {
                     let key = try r.withString { Key($0) }
                     let signature = try r.readVariantSignature()
                     switch key {
-                    case .rssi where signature.elementsEqual("n".utf8):
+                    case .rssi where Key.equal(signature, "n"):
                         local += Int(try r.readInt16())
-                    case .manufacturerData where signature.elementsEqual("a{qv}".utf8):
+                    case .manufacturerData where Key.equal(signature, "a{qv}"):
                         let inner = try r.beginArray(elementAlignment: 8)
                         while r.hasElement(before: inner) {
                             try r.beginStruct()
                             _ = try r.readUInt16()
                             let valueSignature = try r.readVariantSignature()
-                            if valueSignature.elementsEqual("ay".utf8) {
+                            if Key.equal(valueSignature, "ay") {
                                 local += try r.withBytes { bytes in bytes.reduce(0) { $0 + Int($1) } }
                             } else {
                                 try r.skipVariantValue(signature: valueSignature)
@@ -122,9 +170,13 @@ enum DBusReceiveBench {
     enum Key {
         case rssi, manufacturerData, other
         init(_ raw: UnsafeRawBufferPointer) {
-            if raw.elementsEqual("RSSI".utf8) { self = .rssi }
-            else if raw.elementsEqual("ManufacturerData".utf8) { self = .manufacturerData }
+            if Key.equal(raw, "RSSI") { self = .rssi }
+            else if Key.equal(raw, "ManufacturerData") { self = .manufacturerData }
             else { self = .other }
+        }
+        static func equal(_ raw: UnsafeRawBufferPointer, _ text: StaticString) -> Bool {
+            guard raw.count == text.utf8CodeUnitCount, let base = raw.baseAddress else { return false }
+            return memcmp(base, text.utf8Start, raw.count) == 0
         }
     }
 

@@ -77,3 +77,43 @@ import Testing
         #expect(try message.decodedBody() == [])
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct SignalHandlerTests {
+    final class Seen: @unchecked Sendable {
+        let lock = NSLock()
+        var values: [UInt32] = []
+        func add(_ v: UInt32) { lock.lock(); values.append(v); lock.unlock() }
+        var snapshot: [UInt32] { lock.lock(); defer { lock.unlock() }; return values }
+    }
+
+    @Test func handlersSeeSignalsInOrderAndStopWhenRemoved() async throws {
+        try await withBus { bus in
+            let sender = try await DBusConnection.connect(to: .address(bus.address))
+            let receiver = try await DBusConnection.connect(to: .address(bus.address))
+            let seen = Seen()
+            let rule = DBusMatchRule(interface: "com.example.Tick")
+            let registration = try await receiver.addSignalHandler(matching: rule, decoding: .onDemand) { message in
+                if let n = try? message.withBodyReader({ (r: inout DBusBodyReader) throws(DBusError) -> UInt32 in try r.readUInt32() }) {
+                    seen.add(n)
+                }
+            }
+            let marker = try await receiver.signals(matching: DBusMatchRule(interface: "com.example.Done"))
+            for i in 0..<500 { try sender.emitSignal(path: "/t", interface: "com.example.Tick", member: "N", arguments: [.uint32(UInt32(i))]) }
+            try sender.emitSignal(path: "/t", interface: "com.example.Done", member: "End")
+            _ = try await first(marker)
+            #expect(seen.snapshot == Array(0..<500))
+            #expect(try await ruleCount(receiver) == 2)
+            registration.remove()
+            var rules = try await ruleCount(receiver)
+            for _ in 0..<50 where rules != 1 {
+                try await Task.sleep(for: .milliseconds(20))
+                rules = try await ruleCount(receiver)
+            }
+            #expect(rules == 1)
+            try sender.emitSignal(path: "/t", interface: "com.example.Tick", member: "N", arguments: [.uint32(999)])
+            try sender.emitSignal(path: "/t", interface: "com.example.Done", member: "End")
+            _ = try await first(marker)
+            #expect(seen.snapshot.count == 500)
+        }
+    }
+}
