@@ -1,0 +1,129 @@
+import BLEParsing
+
+/// Routes one fuzz input to a BLEParsing entry point. The first byte selects
+/// the entry point (low 3 bits) and whether a device address and bindkey
+/// follow (bit 7); the rest is the payload. Layouts after the selector:
+///
+/// | mode | entry point | layout |
+/// |---|---|---|
+/// | 0 | `decodeRawAdvertisement` (AD parser + detector) | [mac+key]? AD bytes |
+/// | 1 | `decodeServiceData` | [mac+key]? uuid16 LE, data |
+/// | 2 | `decodeManufacturerData` (+ `recognises`) | [mac+key]? company LE, name length, name, data |
+/// | 3 | `GATTDecoder.decode` (known characteristics; unknown ids map onto one) | uuid16 LE, value |
+/// | 4 | `GATTDecoder.decode` with a presentation format | 7-byte 0x2904 value, value |
+/// | 5 | `AdvertisementDecoder.decode` (detector) with SwitchBot-style service + manufacturer data | [mac+key]? split, bytes |
+/// | 6 | text parsers: `parseHex`, `BluetoothUUID(parsing:)`, `DeviceAddress(parsing:)` | UTF-8 text |
+/// | 7 | strict `AdvertisingData.parse` and `PresentationFormat(bytes:)` | bytes |
+///
+/// "mac+key" is 6 address bytes (display order) and a 16-byte bindkey.
+/// Every successful model is serialised to JSON so the writer is covered too.
+enum FuzzHarness {
+    static let customUUID = BluetoothUUID(high: 0xE95D_9250_251D_470A, low: 0xA062_FA19_22DF_A9A8)
+    static let gattUUIDs: [BluetoothUUID] = GATTDecoder.supportedUUIDs
+
+    /// Runs one input; returns a checksum of the output so the work cannot be optimised away.
+    @discardableResult
+    static func run(_ input: [UInt8]) -> Int {
+        guard let selector = input.first else { return 0 }
+        var rest = input.dropFirst()
+        var mac: DeviceAddress? = nil
+        var key: [UInt8]? = nil
+        if selector & 0x80 != 0, rest.count >= 22 {
+            mac = try? DeviceAddress(bytes: rest.prefix(6))
+            key = Array(rest.dropFirst(6).prefix(16))
+            rest = rest.dropFirst(22)
+        }
+        switch selector & 0x07 {
+        case 0:
+            return sum(AdvertisementDecoder.decodeRawAdvertisement(bytes: Array(rest), address: mac, bindkey: key))
+        case 1:
+            guard rest.count >= 2 else { return 0 }
+            let uuid = BluetoothUUID(uuid16: UInt16(rest[rest.startIndex]) | UInt16(rest[rest.startIndex + 1]) << 8)
+            let data = Array(rest.dropFirst(2))
+            var total = one { () throws(DecodeError) in
+                try AdvertisementDecoder.decodeServiceData(uuid: uuid, data: data, mac: mac, bindkey: key)
+            }
+            if key != nil {
+                total &+= one { () throws(DecodeError) in
+                    try AdvertisementDecoder.decodeServiceData(uuid: uuid, data: data, mac: mac, bindkey: nil)
+                }
+            }
+            return total
+        case 2:
+            guard rest.count >= 3 else { return 0 }
+            let company = UInt16(rest[rest.startIndex]) | UInt16(rest[rest.startIndex + 1]) << 8
+            let nameLength = Int(rest[rest.startIndex + 2])
+            var body = rest.dropFirst(3)
+            var name: String? = nil
+            if nameLength > 0, nameLength <= body.count {
+                name = String(decoding: body.prefix(nameLength), as: UTF8.self)
+                body = body.dropFirst(nameLength)
+            }
+            let data = Array(body)
+            _ = AdvertisementDecoder.recognises(companyID: company, data: data, name: name)
+            return one { () throws(DecodeError) in
+                try AdvertisementDecoder.decodeManufacturerData(companyID: company, data: data, name: name, mac: mac)
+            }
+        case 3:
+            guard rest.count >= 2, !gattUUIDs.isEmpty else { return 0 }
+            var uuid = BluetoothUUID(uuid16: UInt16(rest[rest.startIndex]) | UInt16(rest[rest.startIndex + 1]) << 8)
+            if !GATTDecoder.isSupported(uuid) {
+                uuid = gattUUIDs[Int(rest[rest.startIndex]) % gattUUIDs.count]
+            }
+            let value = Array(rest.dropFirst(2))
+            return one { () throws(DecodeError) in try GATTDecoder.decode(characteristic: uuid, value: value) }
+        case 4:
+            guard rest.count >= 7 else { return 0 }
+            let pfBytes = Array(rest.prefix(7))
+            let value = Array(rest.dropFirst(7))
+            return one { () throws(DecodeError) in
+                let format = try PresentationFormat(bytes: pfBytes)
+                return try GATTDecoder.decode(characteristic: customUUID, value: value, presentationFormat: format)
+            }
+        case 5:
+            guard let split = rest.first else { return 0 }
+            let body = rest.dropFirst()
+            let cut = body.startIndex + min(Int(split), body.count)
+            let service = Array(body[body.startIndex..<cut])
+            let manufacturer = Array(body[cut...])
+            let uuid: UInt16 = split & 0x80 == 0 ? 0xFD3D : 0x0D00
+            let adv = Advertisement(address: mac, localName: nil,
+                                    manufacturerData: [ManufacturerData(companyID: 0x0969, data: manufacturer)],
+                                    serviceData: [ServiceData(uuid: BluetoothUUID(uuid16: uuid), data: service)])
+            return sum(AdvertisementDecoder.decode(adv, bindkey: key))
+        case 6:
+            let text = String(decoding: rest, as: UTF8.self)
+            var total = 0
+            if let bytes = try? parseHex(text) { total &+= bytes.count }
+            if let uuid = try? BluetoothUUID(parsing: text) { total &+= uuid.string.utf8.count &+ uuid.shortString.utf8.count }
+            if let address = try? DeviceAddress(parsing: text) { total &+= address.description.utf8.count }
+            return total
+        default:
+            var total = 0
+            if let ad = try? AdvertisingData.parse(Array(rest)) { total &+= ad.model.jsonString.utf8.count }
+            if let pf = try? PresentationFormat(bytes: Array(rest.prefix(7))) {
+                total &+= pf.formatName.utf8.count &+ (pf.unitSymbol?.utf8.count ?? 0)
+            }
+            return total
+        }
+    }
+
+    static func one(_ body: () throws(DecodeError) -> some DecodedModel) -> Int {
+        do {
+            return try body().jsonString.utf8.count
+        } catch {
+            return error.description.utf8.count
+        }
+    }
+
+    static func sum(_ results: [Result<AdvertisementModel, DecodeError>]) -> Int {
+        var total = 0
+        for result in results {
+            switch result {
+            case let .success(model): total &+= model.jsonString.utf8.count
+            case let .failure(error): total &+= error.description.utf8.count
+            }
+        }
+        return total
+    }
+}
