@@ -151,15 +151,15 @@ public final class PrivateBus: @unchecked Sendable {
     }
 
     /// Stops the daemon and removes its directory. Safe to call twice.
+    /// A second caller (e.g. a signal handler racing normal shutdown) waits
+    /// until the first has finished, so nobody exits half-way through.
     public func stop() {
-        let first: Bool = lock.withLock {
-            if stopped { return false }
+        lock.withLock {
+            guard !stopped else { return }
+            PrivateBus.terminate(pid)
+            PrivateBus.cleanup(directory)
             stopped = true
-            return true
         }
-        guard first else { return }
-        PrivateBus.terminate(pid)
-        PrivateBus.cleanup(directory)
     }
 
     deinit { stop() }
