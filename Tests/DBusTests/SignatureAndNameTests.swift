@@ -66,12 +66,18 @@ import Testing
 
     @Test func pathRelations() throws {
         let dev = try ObjectPath("/org/bluez/hci0/dev_11")
-        #expect(dev.parent == (try ObjectPath("/org/bluez/hci0")))
+        let adapter = try ObjectPath("/org/bluez/hci0")
+        let bluez = try ObjectPath("/org/bluez")
+        let partial = try ObjectPath("/org/blu")
+        let org = try ObjectPath("/org")
+        #expect(dev.parent == adapter)
         #expect(dev.lastElement == "dev_11")
-        #expect(dev.isStrictDescendant(of: try ObjectPath("/org/bluez")))
-        #expect(!dev.isDescendant(ofOrEqualTo: try ObjectPath("/org/blu")))
+        #expect(dev.isStrictDescendant(of: bluez))
+        #expect(!dev.isDescendant(ofOrEqualTo: partial))
         #expect(dev.isDescendant(ofOrEqualTo: .root))
-        #expect(try ObjectPath("/org").parent == .root)
+        #expect(!adapter.isStrictDescendant(of: adapter))
+        #expect(adapter.isDescendant(ofOrEqualTo: adapter))
+        #expect(org.parent == .root)
     }
 
     @Test func interfaceBusAndMemberNames() throws {
