@@ -65,11 +65,10 @@ import Testing
     }
 
     @Test func pathRelations() throws {
-        let dev = try ObjectPath("/org/bluez/hci0/dev_11")
-        let adapter = try ObjectPath("/org/bluez/hci0")
-        let bluez = try ObjectPath("/org/bluez")
-        let partial = try ObjectPath("/org/blu")
-        let org = try ObjectPath("/org")
+        // Literals go through ExpressibleByStringLiteral; parse runtime text.
+        let text = ["/org/bluez/hci0/dev_11", "/org/bluez/hci0", "/org/bluez", "/org/blu", "/org"]
+        let paths = try text.map { try ObjectPath($0) }
+        let (dev, adapter, bluez, partial, org) = (paths[0], paths[1], paths[2], paths[3], paths[4])
         #expect(dev.parent == adapter)
         #expect(dev.lastElement == "dev_11")
         #expect(dev.isStrictDescendant(of: bluez))

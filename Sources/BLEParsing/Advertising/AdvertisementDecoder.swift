@@ -13,9 +13,15 @@ public enum AdvertisementDecoder {
 
     public static func decode(_ adv: Advertisement, bindkey: [UInt8]? = nil) -> [Result<AdvertisementModel, DecodeError>] {
         var results: [Result<AdvertisementModel, DecodeError>] = []
+        decode(adv, bindkey: bindkey, into: &results)
+        return results
+    }
+
+    /// ``decode(_:bindkey:)`` appending to `results` (no intermediate result arrays).
+    static func decode(_ adv: Advertisement, bindkey: [UInt8]?, into results: inout [Result<AdvertisementModel, DecodeError>]) {
         var switchBotService: [UInt8]? = nil
         for sd in adv.serviceData {
-            guard let short = sd.uuid.uuid16, knownServiceUUIDs.contains(short) else { continue }
+            guard let short = sd.uuid.uuid16, isKnownServiceUUID(short) else { continue }
             if short == 0xFD3D || short == 0x0D00 {
                 switchBotService = sd.data
                 continue
@@ -37,7 +43,18 @@ public enum AdvertisementDecoder {
                 try decodeManufacturerData(companyID: md.companyID, data: md.data, name: adv.localName, mac: adv.address)
             })
         }
-        return results
+    }
+
+    /// `knownServiceUUIDs.contains(short)` without hashing.
+    @inline(__always)
+    static func isKnownServiceUUID(_ short: UInt16) -> Bool {
+        switch short {
+        case BTHome.uuidV2, BTHome.uuidV1, BTHome.uuidV1Encrypted, MiBeacon.uuid, ATCThermometer.uuid, Eddystone.uuid,
+             Qingping.uuid, 0xFD3D, 0x0D00:
+            return true
+        default:
+            return false
+        }
     }
 
     static func capture(_ body: () throws(DecodeError) -> AdvertisementModel) -> Result<AdvertisementModel, DecodeError> {
@@ -108,9 +125,11 @@ public enum AdvertisementDecoder {
         -> [Result<AdvertisementModel, DecodeError>]
     {
         let (ad, errors) = AdvertisingData.parsePartial(bytes)
-        var results: [Result<AdvertisementModel, DecodeError>] = [.success(ad.model)]
-        results += errors.map { .failure($0) }
-        results += decode(ad.advertisement(address: address), bindkey: bindkey)
+        var results: [Result<AdvertisementModel, DecodeError>] = []
+        results.reserveCapacity(2 + errors.count + ad.serviceData.count + ad.manufacturerData.count)
+        results.append(.success(ad.model))
+        for e in errors { results.append(.failure(e)) }
+        decode(ad.advertisement(address: address), bindkey: bindkey, into: &results)
         return results
     }
 }

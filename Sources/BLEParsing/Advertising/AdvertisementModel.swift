@@ -10,17 +10,84 @@ public struct AdvertisementModel: DecodedModel, Sendable {
     public var formatName: String
     public var modelName: String
     public var readings: [Reading]
-    public var fields: [(String, FieldValue)]
+
+    /// Where `fields` come from: built by the decoder, or derived on demand
+    /// (the AD structure summary builds its field tree only when asked).
+    enum FieldSource: Sendable {
+        case built([(String, FieldValue)])
+        indirect case adStructures(AdvertisingData)
+    }
+
+    var fieldSource: FieldSource
+
+    public var fields: [(String, FieldValue)] {
+        get {
+            switch fieldSource {
+            case let .built(f): return f
+            case let .adStructures(ad): return ad.summaryFields
+            }
+        }
+        set { fieldSource = .built(newValue) }
+        _modify {
+            var f = fields
+            fieldSource = .built([])
+            defer { fieldSource = .built(f) }
+            yield &f
+        }
+    }
 
     public init(formatName: String, modelName: String, readings: [Reading], fields: [(String, FieldValue)]) {
         self.formatName = formatName
         self.modelName = modelName
         self.readings = AdvertisementModel.numberRepeated(readings)
-        self.fields = fields
+        self.fieldSource = .built(fields)
+    }
+
+    init(formatName: String, modelName: String, readings: [Reading], lazyFieldsOf ad: AdvertisingData) {
+        self.formatName = formatName
+        self.modelName = modelName
+        self.readings = AdvertisementModel.numberRepeated(readings)
+        self.fieldSource = .adStructures(ad)
+    }
+
+    @inline(__always)
+    static func sameKey(_ a: Reading, _ b: Reading) -> Bool {
+        // Same grouping as the key "\(kind.rawValue)|\(label ?? "")".
+        guard a.kind == b.kind else { return false }
+        switch (a.label, b.label) {
+        case (nil, nil): return true
+        case let (x?, y?): return x == y
+        case let (x?, nil), let (nil, x?): return x.isEmpty
+        }
     }
 
     /// Gives repeated (kind, label) pairs positional labels.
     static func numberRepeated(_ readings: [Reading]) -> [Reading] {
+        let n = readings.count
+        if n < 2 { return readings }
+        if n <= 64 {
+            // Pairwise comparison: no dictionaries or key strings for the usual handful of readings.
+            let repeated = readings.withUnsafeBufferPointer { buf -> Bool in
+                for i in 1..<n {
+                    for j in 0..<i where buf[i].kind == buf[j].kind && sameKey(buf[i], buf[j]) { return true }
+                }
+                return false
+            }
+            if !repeated { return readings }
+            var out = readings
+            for i in 0..<n {
+                var total = 0
+                var before = 0
+                for j in 0..<n where readings[i].kind == readings[j].kind && sameKey(readings[i], readings[j]) {
+                    total += 1
+                    if j < i { before += 1 }
+                }
+                guard total > 1 else { continue }
+                let k = before + 1
+                out[i].label = readings[i].label.map { "\($0)_\(k)" } ?? "\(k)"
+            }
+            return out
+        }
         var counts: [String: Int] = [:]
         for r in readings { counts["\(r.kind.rawValue)|\(r.label ?? "")", default: 0] += 1 }
         if counts.values.allSatisfy({ $0 == 1 }) { return readings }
@@ -82,6 +149,17 @@ enum Adv {
     }
 
     static func macField(_ address: DeviceAddress) -> FieldValue { .string(address.description) }
+
+    /// Appends the 6 address bytes (display order, or air order = reversed)
+    /// without the intermediate arrays of `bytes` / `littleEndianBytes`.
+    @inline(__always)
+    static func appendAddress(_ address: DeviceAddress, to out: inout [UInt8], airOrder: Bool) {
+        let v = address.rawValue
+        for k in 0..<6 {
+            let shift = UInt64(airOrder ? 8 * k : 40 - 8 * k)
+            out.append(UInt8(truncatingIfNeeded: v >> shift))
+        }
+    }
 
     static func hex16(_ v: UInt16) -> FieldValue { .string(hexString(v)) }
 }

@@ -2,9 +2,21 @@
 /// `length (1) | AD type (1) | data (length - 1)`.
 public struct ADStructure: Equatable, Sendable {
     public let type: UInt8
-    public let data: [UInt8]
+    /// The structure's bytes as a slice of the parsed payload (no copy).
+    let bytes: ArraySlice<UInt8>
+    public var data: [UInt8] { Array(bytes) }
     /// Offset of the structure's length byte in the payload.
     public let offset: Int
+
+    init(type: UInt8, bytes: ArraySlice<UInt8>, offset: Int) {
+        self.type = type
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    public static func == (a: ADStructure, b: ADStructure) -> Bool {
+        a.type == b.type && a.offset == b.offset && a.bytes.elementsEqual(b.bytes)
+    }
 }
 
 /// Service data keyed by UUID (AD types 0x16, 0x20, 0x21).
@@ -88,6 +100,7 @@ public struct AdvertisingData: Sendable {
 
     public static func parsePartial(_ bytes: [UInt8]) -> (AdvertisingData, [DecodeError]) {
         var ad = AdvertisingData()
+        ad.structures.reserveCapacity(min(bytes.count / 2, 8))
         var errors: [DecodeError] = []
         var i = 0
         while i < bytes.count {
@@ -103,8 +116,7 @@ public struct AdvertisingData: Sendable {
                 break
             }
             let type = bytes[i + 1]
-            let data = Array(bytes[(i + 2)..<(i + 1 + length)])
-            let s = ADStructure(type: type, data: data, offset: i)
+            let s = ADStructure(type: type, bytes: bytes[(i + 2)..<(i + 1 + length)], offset: i)
             ad.structures.append(s)
             do {
                 try ad.apply(s)
@@ -134,25 +146,39 @@ public struct AdvertisingData: Sendable {
     static let uriSchemes: [UInt8: String] = [0x01: "", 0x16: "http:", 0x17: "https:"]
 
     mutating func apply(_ s: ADStructure) throws(DecodeError) {
-        let ctx = "advertising data (\(AdvertisingData.typeNames[s.type] ?? "type \(hexString(s.type))"))"
         let at = s.offset
+        // Zero-based view of the structure's bytes; the error context string is built only on failure.
+        let data = s.bytes
+        let base = data.startIndex
         func bad(_ expected: String) -> DecodeError {
-            DecodeError.invalidValue(context: ctx, offset: at, expected: expected, found: "\(s.data.count) data bytes")
+            let ctx = "advertising data (\(AdvertisingData.typeNames[s.type] ?? "type \(hexString(s.type))"))"
+            return DecodeError.invalidValue(context: ctx, offset: at, expected: expected, found: "\(data.count) data bytes")
+        }
+        func uuid(at from: Int, _ size: Int) throws(DecodeError) -> BluetoothUUID {
+            let i = base + from
+            switch size {
+            case 2: return BluetoothUUID(uuid16: UInt16(data[i]) | UInt16(data[i + 1]) << 8)
+            case 4:
+                return BluetoothUUID(uuid32: UInt32(data[i]) | UInt32(data[i + 1]) << 8 | UInt32(data[i + 2]) << 16
+                                         | UInt32(data[i + 3]) << 24)
+            default: return try BluetoothUUID(littleEndianBytes: data[i..<(i + size)])
+            }
         }
         func uuids(_ size: Int) throws(DecodeError) -> [BluetoothUUID] {
-            guard s.data.count % size == 0 else { throw bad("a multiple of \(size) bytes") }
+            guard data.count % size == 0 else { throw bad("a multiple of \(size) bytes") }
             var out: [BluetoothUUID] = []
+            out.reserveCapacity(data.count / size)
             var start = 0
-            while start < s.data.count {
-                out.append(try BluetoothUUID(littleEndianBytes: s.data[start..<(start + size)]))
+            while start < data.count {
+                out.append(try uuid(at: start, size))
                 start += size
             }
             return out
         }
         switch s.type {
         case 0x01:
-            guard s.data.count >= 1 else { throw bad("1 byte of flags") }
-            flags = s.data[0]
+            guard data.count >= 1 else { throw bad("1 byte of flags") }
+            flags = data[base + 0]
         case 0x02, 0x03:
             serviceUUIDs += try uuids(2); if s.type == 0x03 { serviceUUIDsComplete = true }
         case 0x04, 0x05:
@@ -164,44 +190,44 @@ public struct AdvertisingData: Sendable {
         case 0x15: solicitedUUIDs += try uuids(16)
         case 0x08, 0x09:
             // Names are UTF-8; invalid bytes are replaced rather than failing.
-            let name = String(decoding: s.data, as: UTF8.self)
+            let name = String(decoding: data, as: UTF8.self)
             if s.type == 0x09 || localName == nil {
                 localName = name
                 localNameIsComplete = s.type == 0x09
             }
         case 0x0A:
-            guard s.data.count == 1 else { throw bad("1 byte of TX power") }
-            txPower = Int8(bitPattern: s.data[0])
+            guard data.count == 1 else { throw bad("1 byte of TX power") }
+            txPower = Int8(bitPattern: data[base + 0])
         case 0x12:
-            guard s.data.count == 4 else { throw bad("4 bytes (two uint16 intervals)") }
-            connectionIntervalRange = (UInt16(s.data[0]) | UInt16(s.data[1]) << 8, UInt16(s.data[2]) | UInt16(s.data[3]) << 8)
+            guard data.count == 4 else { throw bad("4 bytes (two uint16 intervals)") }
+            connectionIntervalRange = (UInt16(data[base + 0]) | UInt16(data[base + 1]) << 8, UInt16(data[base + 2]) | UInt16(data[base + 3]) << 8)
         case 0x16, 0x20, 0x21:
             let size = s.type == 0x16 ? 2 : (s.type == 0x20 ? 4 : 16)
-            guard s.data.count >= size else { throw bad("at least \(size) bytes of service UUID") }
-            let uuid = try BluetoothUUID(littleEndianBytes: s.data[0..<size])
-            serviceData.append(ServiceData(uuid: uuid, data: Array(s.data[size...])))
+            guard data.count >= size else { throw bad("at least \(size) bytes of service UUID") }
+            let id = try uuid(at: 0, size)
+            serviceData.append(ServiceData(uuid: id, data: Array(data[(base + size)...])))
         case 0x19:
-            guard s.data.count == 2 else { throw bad("2 bytes of appearance") }
-            appearance = UInt16(s.data[0]) | UInt16(s.data[1]) << 8
+            guard data.count == 2 else { throw bad("2 bytes of appearance") }
+            appearance = UInt16(data[base + 0]) | UInt16(data[base + 1]) << 8
         case 0x1A:
-            guard s.data.count >= 2, s.data.count <= 4 else { throw bad("2 to 4 bytes of advertising interval") }
+            guard data.count >= 2, data.count <= 4 else { throw bad("2 to 4 bytes of advertising interval") }
             var v: UInt32 = 0
-            for (k, b) in s.data.enumerated() { v |= UInt32(b) << UInt32(8 * k) }
+            for (k, b) in data.enumerated() { v |= UInt32(b) << UInt32(8 * k) }
             advertisingInterval = v
         case 0x1B:
-            guard s.data.count == 7 else { throw bad("7 bytes (address + type)") }
-            leAddress = (try DeviceAddress(littleEndianBytes: s.data[0..<6]), s.data[6] & 0x01 != 0)
+            guard data.count == 7 else { throw bad("7 bytes (address + type)") }
+            leAddress = (try DeviceAddress(littleEndianBytes: data[base..<(base + 6)]), data[base + 6] & 0x01 != 0)
         case 0x1C:
-            guard s.data.count == 1 else { throw bad("1 byte of LE role") }
-            leRole = s.data[0]
+            guard data.count == 1 else { throw bad("1 byte of LE role") }
+            leRole = data[base + 0]
         case 0x24:
-            guard s.data.count >= 1 else { throw bad("a URI scheme byte") }
-            let scheme = AdvertisingData.uriSchemes[s.data[0]] ?? "scheme(\(hexString(s.data[0]))):"
-            uri = scheme + String(decoding: s.data[1...], as: UTF8.self)
+            guard data.count >= 1 else { throw bad("a URI scheme byte") }
+            let scheme = AdvertisingData.uriSchemes[data[base + 0]] ?? "scheme(\(hexString(data[base + 0]))):"
+            uri = scheme + String(decoding: data[(base + 1)...], as: UTF8.self)
         case 0xFF:
-            guard s.data.count >= 2 else { throw bad("at least 2 bytes of company identifier") }
-            manufacturerData.append(ManufacturerData(companyID: UInt16(s.data[0]) | UInt16(s.data[1]) << 8,
-                                                     data: Array(s.data[2...])))
+            guard data.count >= 2 else { throw bad("at least 2 bytes of company identifier") }
+            manufacturerData.append(ManufacturerData(companyID: UInt16(data[base + 0]) | UInt16(data[base + 1]) << 8,
+                                                     data: Array(data[(base + 2)...])))
         default:
             break
         }
@@ -216,7 +242,18 @@ public struct AdvertisingData: Sendable {
     static let leRoles = ["peripheral_only", "central_only", "peripheral_preferred", "central_preferred"]
 
     /// The AD structures as a model (format "ad_structures") for JSON output.
+    ///
+    /// The field tree is built only when `fields` is read, so decoding raw
+    /// advertisements does not pay for hex and UUID strings nobody prints.
     public var model: AdvertisementModel {
+        var readings: [Reading] = []
+        if let txPower { readings.append(Reading(.txPower, Double(txPower))) }
+        return AdvertisementModel(formatName: "ad_structures", modelName: "advertising_data", readings: readings,
+                                  lazyFieldsOf: self)
+    }
+
+    /// The fields of ``model``.
+    var summaryFields: [(String, FieldValue)] {
         var fields: [(String, FieldValue)] = []
         if let flags {
             var names: [FieldValue] = []
@@ -244,11 +281,7 @@ public struct AdvertisingData: Sendable {
                 .nested([("company_id", .string(hexString($0.companyID))), ("data", .bytes($0.data))])
             })))
         }
-        var readings: [Reading] = []
-        if let txPower {
-            fields.append(("tx_power", .int(Int(txPower))))
-            readings.append(Reading(.txPower, Double(txPower)))
-        }
+        if let txPower { fields.append(("tx_power", .int(Int(txPower)))) }
         if let appearance { fields.append(("appearance", .string(hexString(appearance)))) }
         if let uri { fields.append(("uri", .string(uri))) }
         if let r = connectionIntervalRange {
@@ -270,7 +303,6 @@ public struct AdvertisingData: Sendable {
                      ("name", .string(AdvertisingData.typeNames[$0.type] ?? "unknown")), ("data", .bytes($0.data))])
         })))
         if paddingBytes > 0 { fields.append(("padding_bytes", .int(paddingBytes))) }
-        return AdvertisementModel(formatName: "ad_structures", modelName: "advertising_data", readings: readings,
-                                  fields: fields)
+        return fields
     }
 }

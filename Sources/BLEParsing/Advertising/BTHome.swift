@@ -167,7 +167,9 @@ public enum BTHome {
             throw DecodeError(kind: .unsupported, context: ctx, offset: 0,
                               expected: "BTHome version 2 in bits 5-7", found: "version \(version)")
         }
-        var fields: [(String, FieldValue)] = [
+        var fields: [(String, FieldValue)] = []
+        fields.reserveCapacity(8)
+        fields += [
             ("version", .int(2)), ("encrypted", .bool(encrypted)),
             ("mac_included", .bool(macIncluded)), ("trigger_based", .bool(trigger)),
         ]
@@ -197,12 +199,16 @@ public enum BTHome {
             let ciphertext = Array(body.dropLast(8))
             let counter = Array(body.suffix(8).prefix(4))
             let mic = Array(body.suffix(4))
-            let nonce = address.bytes + [0xD2, 0xFC, info] + counter
+            var nonce: [UInt8] = []
+            nonce.reserveCapacity(13)
+            Adv.appendAddress(address, to: &nonce, airOrder: false)
+            nonce.append(0xD2); nonce.append(0xFC); nonce.append(info)
+            nonce.append(contentsOf: counter)
             let plain = try decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: ciphertext, mic: mic, aad: [],
                                     offset: start)
             fields.append(("counter", .int(Int(UInt32(counter[0]) | UInt32(counter[1]) << 8
                                               | UInt32(counter[2]) << 16 | UInt32(counter[3]) << 24))))
-            var pr = ByteReader(plain, context: ctx + " (decrypted payload)")
+            var pr = ByteReader(plain, context: "bthome v2 (decrypted payload)")
             try parseV2Objects(&pr, readings: &readings, objects: &objects)
         } else {
             try parseV2Objects(&r, readings: &readings, objects: &objects)
@@ -241,9 +247,9 @@ public enum BTHome {
             }
             var length = type.length
             if type.coding == .text || (type.coding == .raw && type.length == 0) {
-                length = Int(try r.u8("\(type.name) length"))
+                length = Int(try r.u8(lazyField: { "\(type.name) length" }))
             }
-            let value = try r.bytes(length, "\(type.name) (object \(hexString(id)))")
+            let value = try r.bytes(length, lazyField: { "\(type.name) (object \(hexString(id)))" })
             try interpret(id: id, type: type, value: value, offset: idOffset, context: r.context,
                           readings: &readings, objects: &objects)
         }
@@ -269,7 +275,10 @@ public enum BTHome {
 
     static func interpret(id: UInt8, type: ObjectType, value: ArraySlice<UInt8>, offset: Int, context: String,
                           readings: inout [Reading], objects: inout [FieldValue]) throws(DecodeError) {
-        var member: [(String, FieldValue)] = [("id", .string(hexString(id))), ("name", .string(type.name))]
+        var member: [(String, FieldValue)] = []
+        member.reserveCapacity(4)
+        member.append(("id", .string(hexString(id))))
+        member.append(("name", .string(type.name)))
         switch type.coding {
         case .unsigned, .signed:
             let numeric: Double
@@ -350,7 +359,11 @@ public enum BTHome {
                                   expected: "the device MAC address (nonce input)", found: "no address")
             }
             let counter = Array(data.suffix(8).prefix(4))
-            let nonce = mac.bytes + [0x1E, 0x18] + counter
+            var nonce: [UInt8] = []
+            nonce.reserveCapacity(12)
+            Adv.appendAddress(mac, to: &nonce, airOrder: false)
+            nonce.append(0x1E); nonce.append(0x18)
+            nonce.append(contentsOf: counter)
             payload = try decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: Array(data.dropLast(8)),
                                   mic: Array(data.suffix(4)), aad: [0x11], offset: 0)
             fields.append(("counter", .int(Int(unsignedLE(counter[...])))))
@@ -371,7 +384,7 @@ public enum BTHome {
                                                found: "0")
             }
             let id = try r.u8("object id")
-            let value = try r.bytes(length - 1, "object \(hexString(id)) value")
+            let value = try r.bytes(length - 1, lazyField: { "object \(hexString(id)) value" })
             guard let known = objects_(id) else {
                 objects.append(.nested([("id", .string(hexString(id))), ("value", .bytes(Array(value)))]))
                 continue

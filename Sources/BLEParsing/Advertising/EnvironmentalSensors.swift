@@ -76,7 +76,7 @@ public enum ATCThermometer {
         let nonce = mac.littleEndianBytes + [UInt8(data.count + 3), 0x16, 0x1A, 0x18, counter]
         let plain = try BTHome.decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: Array(data[1..<7]),
                                        mic: Array(data[7..<11]), aad: [0x11], offset: 1)
-        var r = ByteReader(plain, context: ctx + " (decrypted payload)")
+        var r = ByteReader(plain, context: "pvvx encrypted (decrypted payload)")
         let t = Adv.scaled(try r.i16("temperature"), 2)
         let h = Adv.scaled(try r.u16("humidity"), 2)
         let b = Double(try r.u8("battery"))
@@ -123,7 +123,9 @@ public enum Ruuvi {
         let macBytes = try r.bytes(6, "MAC address")
         try r.expectEnd()
         var readings: [Reading] = []
+        readings.reserveCapacity(9)
         var fields: [(String, FieldValue)] = [("data_format", .int(5))]
+        fields.reserveCapacity(13)
         if tRaw != Int16.min {
             let t = Adv.rounded(Double(tRaw) * 0.005, 3)
             readings.append(Reading(.temperature, t)); fields.append(("temperature", .number(t)))
@@ -136,12 +138,12 @@ public enum Ruuvi {
             let pa = Int(pRaw) + 50_000
             readings.append(Reading(.pressure, Adv.scaled(pa, 2))); fields.append(("pressure_pa", .int(pa)))
         } else { fields.append(("pressure_pa", .null)) }
-        for (name, v) in [("acceleration_x", ax), ("acceleration_y", ay), ("acceleration_z", az)] {
+        for (name, axis, v) in [("acceleration_x_g", "x", ax), ("acceleration_y_g", "y", ay), ("acceleration_z_g", "z", az)] {
             if v != Int16.min {
                 let g = Adv.scaled(v, 3)
-                fields.append((name + "_g", .number(g)))
-                readings.append(Reading(.acceleration, Adv.rounded(g * 9.80665, 6), label: String(name.suffix(1))))
-            } else { fields.append((name + "_g", .null)) }
+                fields.append((name, .number(g)))
+                readings.append(Reading(.acceleration, Adv.rounded(g * 9.80665, 6), label: axis))
+            } else { fields.append((name, .null)) }
         }
         let mvRaw = power >> 5
         let txRaw = power & 0x1F
@@ -228,7 +230,7 @@ public enum Qingping {
             let start = r.offset
             let id = try r.u8("TLV id")
             let len = Int(try r.u8("TLV length"))
-            let v = try r.bytes(len, "TLV \(hexString(id)) value")
+            let v = try r.bytes(len, lazyField: { "TLV \(hexString(id)) value" })
             var vr = ByteReader(v, context: ctx)
             var member: [(String, FieldValue)] = [("id", .string(hexString(id)))]
             func bad() -> DecodeError {

@@ -37,11 +37,14 @@ public enum MiBeacon {
         let objectIncluded = fc & 0x0040 != 0
         let mesh = fc & 0x0080 != 0
         let version = Int(fc >> 12)
-        var fields: [(String, FieldValue)] = [
+        var fields: [(String, FieldValue)] = []
+        fields.reserveCapacity(13)
+        fields += [
             ("frame_control", Adv.hex16(fc)), ("version", .int(version)), ("encrypted", .bool(encrypted)),
             ("mesh", .bool(mesh)), ("product_id", Adv.hex16(productID)),
         ]
-        if let name = products[productID] { fields.append(("product", .string(name))) }
+        let product = products[productID]
+        if let product { fields.append(("product", .string(product))) }
         fields.append(("frame_counter", .int(Int(frameCounter))))
         var address = mac
         if macIncluded {
@@ -59,7 +62,7 @@ public enum MiBeacon {
         }
         var readings: [Reading] = []
         var objects: [FieldValue] = []
-        let modelName = products[productID] ?? "product_\(hexString(productID))"
+        let modelName = product ?? "product_\(hexString(productID))"
         guard objectIncluded else {
             fields.append(("objects", .list([])))
             return AdvertisementModel(formatName: "xiaomi_mibeacon", modelName: modelName, readings: [], fields: fields)
@@ -83,12 +86,17 @@ public enum MiBeacon {
                 throw DecodeError(kind: .unsupported, context: ctx, offset: start,
                                   expected: "the device MAC address (nonce input)", found: "no address")
             }
-            let ext = Array(body.suffix(7).prefix(3))
-            let nonce = address.littleEndianBytes + [UInt8(productID & 0xFF), UInt8(productID >> 8), frameCounter] + ext
+            let extStart = body.endIndex - 7  // body.count >= 7 (checked above)
+            let ext = (body[extStart], body[extStart + 1], body[extStart + 2])
+            var nonce: [UInt8] = []
+            nonce.reserveCapacity(12)
+            Adv.appendAddress(address, to: &nonce, airOrder: true)
+            nonce.append(UInt8(productID & 0xFF)); nonce.append(UInt8(productID >> 8)); nonce.append(frameCounter)
+            nonce.append(ext.0); nonce.append(ext.1); nonce.append(ext.2)
             let plain = try BTHome.decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: Array(body.dropLast(7)),
                                            mic: Array(body.suffix(4)), aad: [0x11], offset: start)
-            fields.append(("extended_counter", .int(Int(ext[0]) | Int(ext[1]) << 8 | Int(ext[2]) << 16)))
-            var pr = ByteReader(plain, context: ctx + " (decrypted payload)")
+            fields.append(("extended_counter", .int(Int(ext.0) | Int(ext.1) << 8 | Int(ext.2) << 16)))
+            var pr = ByteReader(plain, context: "xiaomi mibeacon (decrypted payload)")
             try parseObjects(&pr, readings: &readings, objects: &objects)
         } else {
             try parseObjects(&r, readings: &readings, objects: &objects)
@@ -110,9 +118,11 @@ public enum MiBeacon {
             }
             let id = try r.u16("object id")
             let length = Int(try r.u8("object length"))
-            let value = try r.bytes(length, "object \(hexString(id)) value")
+            let value = try r.bytes(length, lazyField: { "object \(hexString(id)) value" })
             var vr = ByteReader(value, context: r.context)
-            var member: [(String, FieldValue)] = [("id", .string(hexString(id)))]
+            var member: [(String, FieldValue)] = []
+            member.reserveCapacity(4)
+            member.append(("id", .string(hexString(id))))
             func need(_ n: Int) throws(DecodeError) {
                 if value.count < n {
                     throw DecodeError.invalidValue(context: r.context, offset: start + 2,

@@ -69,8 +69,23 @@ public enum Govee {
         }
     }
 
+    static let modelNames: [StaticString] = [
+        "H5072", "H5075", "H5074", "H5051", "H5052", "H5071", "H5100", "H5101", "H5102", "H5103", "H5104",
+        "H5105", "H5108", "H5110", "H5174", "H5177", "H5178", "H5179", "GV5179",
+    ]
+
     static func modelName(_ name: String?, fallback: String) -> String {
         guard let name else { return fallback }
+        if ASCIIMatch.isASCII(name) {
+            // Byte-level search, same answers as `String.contains` for ASCII.
+            // Every model name contains "5"; skip the scan when the name has none.
+            guard ASCIIMatch.contains(name, "5", foldCase: false) else { return fallback }
+            for m in modelNames where ASCIIMatch.contains(name, m, foldCase: false) {
+                return m.withUTF8Buffer { String(decoding: $0, as: UTF8.self) }
+            }
+            if ASCIIMatch.contains(name, "5178", foldCase: false) { return "H5178" }
+            return fallback
+        }
         for m in ["H5072", "H5075", "H5074", "H5051", "H5052", "H5071", "H5100", "H5101", "H5102", "H5103", "H5104",
                   "H5105", "H5108", "H5110", "H5174", "H5177", "H5178", "H5179", "GV5179"] where name.contains(m) {
             return m
@@ -116,34 +131,59 @@ public enum Govee {
 ///   sint16 LE at data[4] (0.1 °C), humidity uint16 LE at data[6] (0.1 %, 0 =
 ///   none), battery at data[8].
 public enum Inkbird {
+    /// What the local name says about the device (case-insensitive).
+    enum NameClass { case sps, tps, bbq, other }
+
+    /// Classifies the name without allocating for ASCII names; other names
+    /// go through the Unicode-aware `lowercased()` as before.
+    static func nameClass(_ name: String?) -> NameClass {
+        guard let name, !name.isEmpty else { return .other }
+        if ASCIIMatch.isASCII(name) {
+            if ASCIIMatch.equalsIgnoringCase(name, "sps") { return .sps }
+            if ASCIIMatch.equalsIgnoringCase(name, "tps") { return .tps }
+            if ASCIIMatch.contains(name, "ibbq", foldCase: true) || ASCIIMatch.contains(name, "xbbq", foldCase: true) {
+                return .bbq
+            }
+            return .other
+        }
+        let lower = name.lowercased()
+        if lower == "sps" { return .sps }
+        if lower == "tps" { return .tps }
+        if lower.contains("ibbq") || lower.contains("xbbq") { return .bbq }
+        return .other
+    }
+
     public static func matches(companyID: UInt16, data: [UInt8], name: String?) -> Bool {
-        let lower = name?.lowercased() ?? ""
-        if (lower == "sps" || lower == "tps") && data.count == 7 { return true }
-        if (lower.contains("ibbq") || lower.contains("xbbq")) && [10, 12, 16, 20].contains(data.count) { return true }
-        if companyID == 0x2449 && data.count == 16 && data.suffix(3).allSatisfy({ $0 == 0 }) { return true }
-        return false
+        if companyID == 0x2449 && data.count == 16 && data[13] == 0 && data[14] == 0 && data[15] == 0 { return true }
+        let n = data.count
+        guard n == 7 || n == 10 || n == 12 || n == 16 || n == 20, let name, !name.isEmpty else { return false }
+        switch nameClass(name) {
+        case .sps, .tps: return n == 7
+        case .bbq: return n != 7
+        case .other: return false
+        }
     }
 
     public static func decode(companyID: UInt16, data: [UInt8], name: String?) throws(DecodeError) -> AdvertisementModel {
         let ctx = "inkbird"
-        let lower = name?.lowercased() ?? ""
+        let cls = nameClass(name)
         var r = ByteReader(data, context: ctx)
-        if lower == "sps" || lower == "tps" {
+        if cls == .sps || cls == .tps {
             let t = Adv.scaled(Int16(bitPattern: companyID), 2)
             let hRaw = try r.u16("humidity")
             try r.skip(3, "reserved bytes")
             let b = Double(try r.u8("battery"))
             let h = Adv.scaled(hRaw, 2)
             var readings = [Reading(.temperature, t)]
-            let hasHumidity = lower == "sps" || hRaw != 0
+            let hasHumidity = cls == .sps || hRaw != 0
             if hasHumidity { readings.append(Reading(.humidity, h)) }
             readings.append(Reading(.battery, b))
-            return AdvertisementModel(formatName: "inkbird", modelName: lower == "sps" ? "IBS-TH" : "IBS-TH2/P01B",
+            return AdvertisementModel(formatName: "inkbird", modelName: cls == .sps ? "IBS-TH" : "IBS-TH2/P01B",
                                       readings: readings,
                                       fields: [("temperature", .number(t)), ("humidity", hasHumidity ? .number(h) : .null),
                                                ("battery", .number(b))])
         }
-        if lower.contains("ibbq") || lower.contains("xbbq") {
+        if cls == .bbq {
             try r.skip(8, "header")
             var readings: [Reading] = []
             var probes: [FieldValue] = []
@@ -207,7 +247,7 @@ public enum SwitchBot {
                                   expected: "service data, or 11+ bytes of meter manufacturer data",
                                   found: "\(manufacturerData?.count ?? 0) bytes of manufacturer data")
             }
-            var r = ByteReader(md, context: ctx + " manufacturer data")
+            var r = ByteReader(md, context: "switchbot manufacturer data")
             let mac = try DeviceAddress(bytes: try r.bytes(6, "MAC address"))
             try r.skip(2, "sequence/state")
             var model = try meter(&r, battery: nil, model: "meter")
@@ -227,7 +267,7 @@ public enum SwitchBot {
         switch type | 0x20 {
         case 0x74, 0x69, 0x77:
             if let md = manufacturerData, md.count >= 11 {
-                var mr = ByteReader(md, context: ctx + " manufacturer data")
+                var mr = ByteReader(md, context: "switchbot manufacturer data")
                 try mr.skip(8, "MAC and state")
                 return try meter(&mr, battery: battery, model: name)
             }

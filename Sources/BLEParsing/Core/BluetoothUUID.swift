@@ -116,17 +116,25 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// Canonical lower-case form, e.g. "0000180d-0000-1000-8000-00805f9b34fb".
     public var string: String {
-        let h = hex(high, 16)
-        let l = hex(low, 16)
-        let hs = Array(h.utf8), ls = Array(l.utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        out += hs[0..<8]; out.append(UInt8(ascii: "-"))
-        out += hs[8..<12]; out.append(UInt8(ascii: "-"))
-        out += hs[12..<16]; out.append(UInt8(ascii: "-"))
-        out += ls[0..<4]; out.append(UInt8(ascii: "-"))
-        out += ls[4..<16]
-        return String(decoding: out, as: UTF8.self)
+        // Written straight into the string's storage (no intermediate strings or arrays).
+        let h = high, l = low
+        return String(unsafeUninitializedCapacity: 36) { buf in
+            var j = 0
+            func put(_ v: UInt64, _ from: Int, _ to: Int) {
+                // Hex digits `from..<to` of the 16-digit big-endian form of `v`.
+                for k in from..<to {
+                    let d = UInt8(truncatingIfNeeded: (v >> UInt64(4 * (15 - k))) & 0xF)
+                    buf[j] = d < 10 ? d &+ 0x30 : d &+ 0x57
+                    j += 1
+                }
+            }
+            put(h, 0, 8); buf[j] = UInt8(ascii: "-"); j += 1
+            put(h, 8, 12); buf[j] = UInt8(ascii: "-"); j += 1
+            put(h, 12, 16); buf[j] = UInt8(ascii: "-"); j += 1
+            put(l, 0, 4); buf[j] = UInt8(ascii: "-"); j += 1
+            put(l, 4, 16)
+            return j
+        }
     }
 
     /// "180d" for 16-bit SIG UUIDs, 8 hex digits for 32-bit ones, else ``string``.

@@ -292,3 +292,21 @@ public func halfToFloat(_ h: UInt16) -> Float {
     }
     return Float(bitPattern: sign | UInt32(exp - 15 + 127) << 23 | (frac << 13))
 }
+
+extension ByteReader {
+    /// `bytes(n, field())`, building the (interpolated) field name only when
+    /// the read fails, so the error text is unchanged and successful reads
+    /// do not format strings.
+    @inline(__always)
+    mutating func bytes(_ n: Int, lazyField field: () -> String) throws(DecodeError) -> ArraySlice<UInt8> {
+        if n >= 0 && remaining >= n { return try bytes(n, nil) }
+        return try bytes(n, field())
+    }
+
+    /// `u8(field())`, building the field name only when the read fails.
+    @inline(__always)
+    mutating func u8(lazyField field: () -> String) throws(DecodeError) -> UInt8 {
+        if remaining >= 1 { return try u8(nil) }
+        return try u8(field())
+    }
+}

@@ -97,6 +97,25 @@ public struct DecodeError: Error, Equatable, Hashable, Sendable, CustomStringCon
 /// Lower-case hex rendering used in error messages and JSON (`"0x2a37"`).
 @inlinable
 public func hexString<T: FixedWidthInteger>(_ value: T, digits: Int = MemoryLayout<T>.size * 2) -> String {
+    if value >= 0, T.bitWidth <= 64, digits <= 16 {
+        // Fast path (the common case): "0x" + zero-padded lower-case digits written
+        // directly into a small string, same text as the general path below.
+        let v = UInt64(truncatingIfNeeded: value)
+        var n = 1
+        var t = v >> 4
+        while t != 0 { n += 1; t >>= 4 }
+        let width = max(n, digits)
+        return String(unsafeUninitializedCapacity: width + 2) { buf in
+            buf[0] = UInt8(ascii: "0")
+            buf[1] = UInt8(ascii: "x")
+            for k in 0..<width {
+                let shift = UInt64(4 * (width - 1 - k))
+                let d = shift < 64 ? UInt8(truncatingIfNeeded: (v >> shift) & 0xF) : 0
+                buf[2 + k] = d < 10 ? d &+ 0x30 : d &+ 0x57
+            }
+            return width + 2
+        }
+    }
     var s = String(value, radix: 16)
     if s.count < digits { s = String(repeating: "0", count: digits - s.count) + s }
     return "0x" + s

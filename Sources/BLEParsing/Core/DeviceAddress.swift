@@ -65,15 +65,23 @@ public struct DeviceAddress: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// "AA:BB:CC:DD:EE:FF" (upper case, as BlueZ prints it).
     public var description: String {
-        let digits: [UInt8] = Array("0123456789ABCDEF".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(17)
-        for (i, b) in bytes.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ":")) }
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 0xF)])
+        // Written straight into the string's storage: no digit table or byte array per call.
+        let v = rawValue
+        return String(unsafeUninitializedCapacity: 17) { buf in
+            @inline(__always) func digit(_ n: UInt64) -> UInt8 {
+                let d = UInt8(truncatingIfNeeded: n & 0xF)
+                return d < 10 ? d &+ 0x30 : d &+ 0x37
+            }
+            var j = 0
+            for i in 0..<6 {
+                if i > 0 { buf[j] = UInt8(ascii: ":"); j += 1 }
+                let shift = UInt64(40 - 8 * i)
+                buf[j] = digit(v >> (shift + 4))
+                buf[j + 1] = digit(v >> shift)
+                j += 2
+            }
+            return j
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// The two most significant bits, which classify a random address.
