@@ -188,14 +188,7 @@ public enum BTHome {
                 throw DecodeError.truncated(context: ctx, offset: start, needed: 8, available: body.count,
                                             what: "encryption counter and MIC")
             }
-            guard let key = bindkey else {
-                throw DecodeError(kind: .unsupported, context: ctx, offset: start,
-                                  expected: "a bindkey for the encrypted payload", found: "no bindkey")
-            }
-            guard let address else {
-                throw DecodeError(kind: .unsupported, context: ctx, offset: start,
-                                  expected: "the device MAC address (nonce input)", found: "no address")
-            }
+            let (key, address) = try requireDecryptionInputs(bindkey, address, context: ctx, offset: start)
             let ciphertext = Array(body.dropLast(8))
             let counter = Array(body.suffix(8).prefix(4))
             let mic = Array(body.suffix(4))
@@ -350,14 +343,7 @@ public enum BTHome {
                 throw DecodeError.truncated(context: ctx, offset: 0, needed: 8, available: data.count,
                                             what: "encryption counter and MIC")
             }
-            guard let key = bindkey else {
-                throw DecodeError(kind: .unsupported, context: ctx, offset: 0,
-                                  expected: "a bindkey for the encrypted payload", found: "no bindkey")
-            }
-            guard let mac else {
-                throw DecodeError(kind: .unsupported, context: ctx, offset: 0,
-                                  expected: "the device MAC address (nonce input)", found: "no address")
-            }
+            let (key, mac) = try requireDecryptionInputs(bindkey, mac, context: ctx, offset: 0)
             let counter = Array(data.suffix(8).prefix(4))
             var nonce: [UInt8] = []
             nonce.reserveCapacity(12)

@@ -64,14 +64,7 @@ public enum ATCThermometer {
         throws(DecodeError) -> AdvertisementModel
     {
         let ctx = "pvvx encrypted"
-        guard let key = bindkey else {
-            throw DecodeError(kind: .unsupported, context: ctx, offset: 0,
-                              expected: "a bindkey for the encrypted payload", found: "no bindkey")
-        }
-        guard let mac else {
-            throw DecodeError(kind: .unsupported, context: ctx, offset: 0,
-                              expected: "the device MAC address (nonce input)", found: "no address")
-        }
+        let (key, mac) = try requireDecryptionInputs(bindkey, mac, context: ctx, offset: 0)
         let counter = data[0]
         let nonce = mac.littleEndianBytes + [UInt8(data.count + 3), 0x16, 0x1A, 0x18, counter]
         let plain = try BTHome.decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: Array(data[1..<7]),

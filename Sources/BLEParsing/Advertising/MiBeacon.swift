@@ -78,14 +78,7 @@ public enum MiBeacon {
                 throw DecodeError.truncated(context: ctx, offset: start, needed: 7, available: body.count,
                                             what: "extended counter and MIC")
             }
-            guard let key = bindkey else {
-                throw DecodeError(kind: .unsupported, context: ctx, offset: start,
-                                  expected: "a bindkey for the encrypted payload", found: "no bindkey")
-            }
-            guard let address else {
-                throw DecodeError(kind: .unsupported, context: ctx, offset: start,
-                                  expected: "the device MAC address (nonce input)", found: "no address")
-            }
+            let (key, address) = try requireDecryptionInputs(bindkey, address, context: ctx, offset: start)
             let extStart = body.endIndex - 7  // body.count >= 7 (checked above)
             let ext = (body[extStart], body[extStart + 1], body[extStart + 2])
             var nonce: [UInt8] = []
