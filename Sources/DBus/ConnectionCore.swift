@@ -790,8 +790,6 @@ final class ConnectionCore: @unchecked Sendable {
         guard let track = nameTracks[name], track.watchers.removeValue(forKey: id) != nil else { return }
         untrackNameOnLoop(name)
     }
-
-    func currentOwnerOnLoop(_ name: String) -> String? { nameTracks[name]?.owner }
 }
 
 /// A min-heap of call deadlines.

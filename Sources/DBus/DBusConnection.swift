@@ -104,6 +104,17 @@ public final class DBusConnection: Sendable {
         }
     }
 
+    /// Messages received that could not be decoded (they were answered with
+    /// InvalidArgs when they were calls, otherwise dropped). Stays 0 unless a
+    /// peer sends something libdbus accepted but the wire decoder rejects.
+    public func malformedMessageCount() async -> Int {
+        await withCheckedContinuation { (c: CheckedContinuation<Int, Never>) in
+            if !core.execute({ [core] in c.resume(returning: core.malformedCount) }) {
+                c.resume(returning: 0)
+            }
+        }
+    }
+
     // MARK: Calls
 
     /// Sends a method call and waits for the reply.

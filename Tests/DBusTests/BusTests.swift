@@ -308,6 +308,7 @@ func echoObject() -> DBusExportedInterface {
             let kept = try await collect(stream, count: 100)
             #expect(kept.first?.body == [.uint32(4900)])
             #expect(kept.last?.body == [.uint32(4999)])
+            #expect(await receiver.malformedMessageCount() == 0)
         }
     }
 
