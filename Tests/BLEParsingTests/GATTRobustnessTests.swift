@@ -8,20 +8,10 @@ import Testing
 /// payload — never trap — and every success must serialise to valid JSON.
 @Suite("GATT robustness")
 struct GATTRobustnessTests {
-    struct SplitMix64 {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     @Test("random payloads never trap", arguments: GATTDecoder.supportedUUIDs)
     func randomPayloads(_ uuid: BluetoothUUID) throws {
-        var rng = SplitMix64(state: UInt64(uuid.uuid16 ?? 0))
+        var rng = SeededGenerator(seed: UInt64(uuid.uuid16 ?? 0))
         var successes = 0
         var failures = 0
         for _ in 0..<400 {
@@ -48,7 +38,7 @@ struct GATTRobustnessTests {
 
     @Test("random payloads through every presentation format")
     func randomPresentationFormats() throws {
-        var rng = SplitMix64(state: 42)
+        var rng = SeededGenerator(seed: 42)
         let custom = try BluetoothUUID(parsing: "e95d9250-251d-470a-a062-fa1922dfa9a8")
         var decoded = 0
         for format in UInt8(1)...0x1C {
