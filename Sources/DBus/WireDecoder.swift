@@ -134,29 +134,19 @@ struct WireDecoder {
         return v
     }
 
-    @inline(__always) mutating func readUInt16() throws(DBusError) -> UInt16 {
-        try align(2)
-        try need(2)
-        let v = base.loadUnaligned(fromByteOffset: position, as: UInt16.self)
-        position += 2
-        return bigEndian ? UInt16(bigEndian: v) : UInt16(littleEndian: v)
+    /// A naturally aligned integer in the message's byte order.
+    @inline(__always) mutating func readInteger<T: FixedWidthInteger & UnsignedInteger>(_: T.Type) throws(DBusError) -> T {
+        let size = MemoryLayout<T>.size
+        try align(size)
+        try need(size)
+        let v = base.loadUnaligned(fromByteOffset: position, as: T.self)
+        position += size
+        return bigEndian ? T(bigEndian: v) : T(littleEndian: v)
     }
 
-    @inline(__always) mutating func readUInt32() throws(DBusError) -> UInt32 {
-        try align(4)
-        try need(4)
-        let v = base.loadUnaligned(fromByteOffset: position, as: UInt32.self)
-        position += 4
-        return bigEndian ? UInt32(bigEndian: v) : UInt32(littleEndian: v)
-    }
-
-    @inline(__always) mutating func readUInt64() throws(DBusError) -> UInt64 {
-        try align(8)
-        try need(8)
-        let v = base.loadUnaligned(fromByteOffset: position, as: UInt64.self)
-        position += 8
-        return bigEndian ? UInt64(bigEndian: v) : UInt64(littleEndian: v)
-    }
+    @inline(__always) mutating func readUInt16() throws(DBusError) -> UInt16 { try readInteger(UInt16.self) }
+    @inline(__always) mutating func readUInt32() throws(DBusError) -> UInt32 { try readInteger(UInt32.self) }
+    @inline(__always) mutating func readUInt64() throws(DBusError) -> UInt64 { try readInteger(UInt64.self) }
 
     mutating func readStringValue(intern: Bool = false) throws(DBusError) -> String {
         let length = Int(try readUInt32())
