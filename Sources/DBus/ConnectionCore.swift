@@ -108,6 +108,12 @@ final class ConnectionCore: @unchecked Sendable {
     private var deferredDeliveries = 0              // loop
     private var onDemandSinks = 0                   // loop
     private var firstDeferredAt: UInt64 = 0         // loop
+    /// Set once the socket is read by ``WireReceiver`` instead of libdbus
+    /// (bus connections, after registration).
+    private var receiver: WireReceiver?             // loop
+    private var socketFD: Int32 = -1                // loop
+    /// Why our receiver gave up on the connection, if it did.
+    private(set) var failureReason: String?         // loop
 
     struct PendingCall {
         let member: String
@@ -198,18 +204,65 @@ final class ConnectionCore: @unchecked Sendable {
             }
             if let u = dbus_bus_get_unique_name(conn) { uniqueName = String(cString: u) }
         }
+        // Bus connections are read by our own receiver from here on. A
+        // round trip to the bus first makes the hand-over exact: once its
+        // reply is in, libdbus has read everything the bus sent so far
+        // (the Hello reply, NameAcquired) and the bus sends nothing more
+        // until we ask (no match rules yet). Peer connections, whose other
+        // end may talk at any time, stay with libdbus's reader.
+        var ownReceive = false
+        if register {
+            do throws(DBusError) {
+                try ConnectionCore.roundTrip(conn)
+                ownReceive = true
+            } catch {
+                dbus_connection_close(conn)
+                dbus_connection_unref(conn)
+                throw .connectionFailed(address: address, reason: "the bus did not answer GetId: \(error)")
+            }
+        }
         connection = conn
         canPassUnixFDs = dbus_connection_can_send_type(conn, TypeCode.unixFD) != 0
         let me = Unmanaged.passUnretained(self).toOpaque()
-        guard dbus_connection_set_watch_functions(conn, watchAdd, watchRemove, watchToggled, me, nil) != 0,
-              dbus_connection_set_timeout_functions(conn, timeoutAdd, timeoutRemove, timeoutToggled, me, nil) != 0,
-              dbus_connection_add_filter(conn, filterFunction, me, nil) != 0
-        else {
+        guard dbus_connection_add_filter(conn, filterFunction, me, nil) != 0 else {
             dbus_connection_close(conn)
             dbus_connection_unref(conn)
             connection = nil
             throw .outOfMemory
         }
+        if ownReceive {
+            // What libdbus has already read is dispatched through it, in order,
+            // before the first byte we read ourselves.
+            dispatchAll()
+            var fd: Int32 = -1
+            if dbus_connection_get_unix_fd(conn, &fd) != 0, fd >= 0 {
+                socketFD = fd
+                receiver = WireReceiver()
+            }
+        }
+        guard dbus_connection_set_watch_functions(conn, watchAdd, watchRemove, watchToggled, me, nil) != 0,
+              dbus_connection_set_timeout_functions(conn, timeoutAdd, timeoutRemove, timeoutToggled, me, nil) != 0
+        else {
+            dbus_connection_remove_filter(conn, filterFunction, me)
+            dbus_connection_close(conn)
+            dbus_connection_unref(conn)
+            connection = nil
+            throw .outOfMemory
+        }
+    }
+
+    /// A blocking GetId call to the bus (before the loop runs).
+    private static func roundTrip(_ conn: OpaquePointer) throws(DBusError) {
+        guard let msg = dbus_message_new_method_call("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                                     "org.freedesktop.DBus", "GetId") else { throw .outOfMemory }
+        defer { dbus_message_unref(msg) }
+        var err = DBusError_C()
+        dbus_error_init(&err)
+        defer { dbus_error_free(&err) }
+        guard let reply = dbus_connection_send_with_reply_and_block(conn, msg, 25_000, &err) else {
+            throw .remote(name: err.name.map { String(cString: $0) } ?? DBusErrorName.failed, message: describe(err))
+        }
+        dbus_message_unref(reply)
     }
 
     static func describe(_ err: DBusError_C) -> String {
@@ -413,11 +466,15 @@ final class ConnectionCore: @unchecked Sendable {
 
     private func updateEpoll(fd: Int32) {
         var wanted: UInt32 = 0
+        let ours = receiver != nil && fd == socketFD
         for w in watches[fd] ?? [] where dbus_watch_get_enabled(w) != 0 {
             let flags = dbus_watch_get_flags(w)
-            if flags & UInt32(DBUS_WATCH_READABLE.rawValue) != 0 { wanted |= EPOLLIN.rawValue }
+            if flags & UInt32(DBUS_WATCH_READABLE.rawValue) != 0 && !ours { wanted |= EPOLLIN.rawValue }
             if flags & UInt32(DBUS_WATCH_WRITABLE.rawValue) != 0 { wanted |= EPOLLOUT.rawValue }
         }
+        // Our receiver reads whenever there is input; it keeps no queue of
+        // its own (every complete message is dispatched as soon as it is read).
+        if ours { wanted |= EPOLLIN.rawValue }
         let existing = registeredEvents[fd]
         var event = epoll_event()
         event.events = wanted
@@ -438,6 +495,17 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     private func handleWatches(fd: Int32, epollEvents: UInt32) {
+        if receiver != nil && fd == socketFD {
+            if epollEvents & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { receiveOnLoop() }
+            // libdbus still writes: hand it writability only.
+            guard epollEvents & EPOLLOUT.rawValue != 0, !dead, let list = watches[fd] else { return }
+            for watch in list where watches[fd]?.contains(watch) == true && dbus_watch_get_enabled(watch) != 0 {
+                if dbus_watch_get_flags(watch) & UInt32(DBUS_WATCH_WRITABLE.rawValue) != 0 {
+                    _ = dbus_watch_handle(watch, UInt32(DBUS_WATCH_WRITABLE.rawValue))
+                }
+            }
+            return
+        }
         guard let list = watches[fd] else { return }
         var flags: UInt32 = 0
         if epollEvents & EPOLLIN.rawValue != 0 { flags |= UInt32(DBUS_WATCH_READABLE.rawValue) }
@@ -550,6 +618,9 @@ final class ConnectionCore: @unchecked Sendable {
 
     // MARK: Incoming (loop thread)
 
+    /// A message that libdbus read (peer connections; on bus connections
+    /// only what arrived before the hand-over, and libdbus's own
+    /// Disconnected signal).
     fileprivate func handle(_ cmsg: OpaquePointer) -> Bool {
         let message: DBusMessage
         do {
@@ -560,17 +631,93 @@ final class ConnectionCore: @unchecked Sendable {
         } catch {
             malformedCount += 1
             if dbus_message_get_type(cmsg) == Int32(DBUS_MESSAGE_TYPE_METHOD_CALL), dbus_message_get_no_reply(cmsg) == 0 {
-                let reply = DBusMessage(kind: .error, replySerial: dbus_message_get_serial(cmsg),
-                                        errorName: DBusErrorName.invalidArgs,
-                                        destination: dbus_message_get_sender(cmsg).map { String(cString: $0) },
-                                        body: [.string("\(error)")])
-                if let c = try? LibDBusCodec.makeCMessage(reply) { sendOnLoop(CMessage(pointer: c)) }
+                replyMalformed(serial: dbus_message_get_serial(cmsg),
+                               sender: dbus_message_get_sender(cmsg).map { String(cString: $0) }, error: error)
             }
             return true
         }
+        dispatch(message)
+        return true
+    }
+
+    private func replyMalformed(serial: UInt32, sender: String?, error: any Error) {
+        let reply = DBusMessage(kind: .error, replySerial: serial, errorName: DBusErrorName.invalidArgs,
+                                destination: sender, body: [.string("\(error)")])
+        if let c = try? LibDBusCodec.makeCMessage(reply) { sendOnLoop(CMessage(pointer: c)) }
+    }
+
+    /// Reads what the socket has and dispatches every complete message.
+    private func receiveOnLoop() {
+        guard let receiver, !dead else { return }
+        let outcome = receiver.read(from: socketFD)
+        switch outcome {
+        case .received:
+            break
+        case .wouldBlock:
+            return
+        case .endOfStream:
+            connectionLost()
+            return
+        case let .failed(reason):
+            malformedCount += 1
+            reportFailure(reason)
+            connectionLost()
+            return
+        }
+        do throws(DBusError) {
+            while running, !dead, let frame = try receiver.nextMessage() {
+                dispatchFrame(frame, receiver)
+                receiver.consume(frame.count)
+            }
+        } catch {
+            // The stream is out of step: nothing after this can be trusted.
+            malformedCount += 1
+            reportFailure("\(error)")
+            connectionLost()
+        }
+    }
+
+    private func dispatchFrame(_ frame: UnsafeRawBufferPointer, _ receiver: WireReceiver) {
+        let header: WireHeader
+        do {
+            header = try WireDecoder.decodeHeader(frame, cache: decodeCache)
+        } catch {
+            // Without a header its fds cannot be told from the next message's:
+            // as libdbus does, give up on the connection.
+            malformedCount += 1
+            reportFailure("\(error)")
+            connectionLost()
+            return
+        }
+        let message: DBusMessage
+        do {
+            let fds = header.unixFDCount > 0 ? try receiver.takeDescriptors(header.unixFDCount) : []
+            let lazy = onDemandSinks > 0 && header.kind == .signal
+            message = try WireDecoder.decodeBody(of: header, in: frame, cache: decodeCache, lazyBody: lazy, fds: fds)
+        } catch {
+            malformedCount += 1
+            if header.kind == .methodCall, !header.flags.contains(.noReplyExpected) {
+                replyMalformed(serial: header.serial, sender: header.sender, error: error)
+            }
+            return
+        }
+        dispatch(message)
+    }
+
+    private func reportFailure(_ reason: String) {
+        if failureReason == nil { failureReason = reason }
+    }
+
+    /// The bus went away (or sent what cannot be read): fail everything.
+    private func connectionLost() {
+        markDead()
+        running = false
+    }
+
+    private func dispatch(_ message: DBusMessage) {
         switch message.kind {
         case .methodReturn, .error:
-            guard let rs = message.replySerial, let call = pending.removeValue(forKey: rs) else { return true }
+            guard let rs = message.replySerial, let call = pending.removeValue(forKey: rs) else { return }
             call.state?.lock.withLock { call.state?.phase = .done }
             if message.kind == .error {
                 call.completion(.failure(.remote(name: message.errorName ?? DBusErrorName.failed, message: message.errorMessage)))
@@ -579,9 +726,8 @@ final class ConnectionCore: @unchecked Sendable {
             }
         case .signal:
             if message.interface == "org.freedesktop.DBus.Local", message.member == "Disconnected" {
-                markDead()
-                running = false
-                return true
+                connectionLost()
+                return
             }
             var decoded = DecodedOnce(message)
             if message.sender == "org.freedesktop.DBus", message.member == "NameOwnerChanged",
@@ -597,7 +743,6 @@ final class ConnectionCore: @unchecked Sendable {
         case .methodCall:
             exports.handleCall(message, core: self)
         }
-        return true
     }
 
     /// A signal decoded at most once, for the consumers that want values.

@@ -32,14 +32,18 @@ final class DecodeCache {
         return parsed
     }
 
-    /// A shared String for short, frequently repeated text.
-    @inline(__always) func string(_ raw: UnsafeRawBufferPointer) -> String {
+    /// A shared String for short, frequently repeated text seen before
+    /// (validated when it was first remembered), or nil.
+    @inline(__always) func string(_ raw: UnsafeRawBufferPointer) -> String? {
         // Up to 15 UTF-8 bytes Swift stores inline: nothing to share.
-        if raw.count <= 15 || raw.count > 96 { return String(decoding: raw, as: UTF8.self) }
-        if let hit = strings.lookup(raw) { return hit }
-        let s = String(decoding: raw, as: UTF8.self)
+        if raw.count <= 15 || raw.count > 96 { return nil }
+        return strings.lookup(raw)
+    }
+
+    /// Remembers validated text for ``string(_:)``.
+    func remember(_ raw: UnsafeRawBufferPointer, _ s: String) {
+        if raw.count <= 15 || raw.count > 96 { return }
         strings.insert(raw, key: s, value: s)
-        return s
     }
 }
 

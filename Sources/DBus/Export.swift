@@ -1,3 +1,4 @@
+internal import CDBus
 /// One argument of an exported method or signal (for introspection).
 public struct DBusArgument: Sendable, Hashable {
     public var name: String
@@ -278,6 +279,22 @@ struct ExportRegistry {
             core.replyOnLoop(to: message, result)
         }
 
+        // Every D-Bus peer answers org.freedesktop.DBus.Peer (libdbus did
+        // this for us when it read the socket).
+        if iface == StandardInterface.peer {
+            switch member {
+            case "Ping": return reply(.success([]))
+            case "GetMachineId":
+                guard let raw = dbus_get_local_machine_id() else {
+                    return reply(.failure(.remote(name: DBusErrorName.failed, message: "This machine has no machine id")))
+                }
+                let id = String(cString: raw)
+                dbus_free(raw)
+                return reply(.success([.string(id)]))
+            default:
+                return reply(.failure(.remote(name: DBusErrorName.unknownMethod, message: "No such method \(member) in \(StandardInterface.peer)")))
+            }
+        }
         if iface == StandardInterface.introspectable || (iface == nil && member == "Introspect") {
             guard member == "Introspect" else { return reply(.failure(.remote(name: DBusErrorName.unknownMethod, message: "No such method \(member)"))) }
             let known = objects[path] != nil || managers[path] != nil || !children(of: path).isEmpty

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Decodes marshalled D-Bus messages (the wire format) straight into Swift
 /// values, without one libdbus iterator call per value.
 ///
@@ -9,6 +15,8 @@ struct WireDecoder {
     let bigEndian: Bool
     var position: Int
     let cache: DecodeCache?
+    /// The message's Unix fds, which `h` values index.
+    var fds: [UnixFileDescriptor] = []
     static let maximumDepth = 64
 
     init(base: UnsafeRawPointer, count: Int, bigEndian: Bool, position: Int = 0, cache: DecodeCache? = nil) {
@@ -20,9 +28,18 @@ struct WireDecoder {
     }
 
     /// Decodes a whole marshalled message. Fails for messages that carry
-    /// Unix file descriptors (their values are indices into a side table),
-    /// which the caller decodes through libdbus instead.
+    /// Unix file descriptors (their values are indices into a side table
+    /// that bytes alone do not have).
     static func decodeMessage(_ bytes: UnsafeRawBufferPointer, cache: DecodeCache? = nil, lazyBody: Bool = false) throws(DBusError) -> DBusMessage {
+        let header = try decodeHeader(bytes, cache: cache)
+        guard header.unixFDCount == 0 else {
+            throw .notSupported("a message carrying \(header.unixFDCount) Unix fds cannot be decoded from its bytes alone")
+        }
+        return try decodeBody(of: header, in: bytes, cache: cache, lazyBody: lazyBody)
+    }
+
+    /// Reads and checks the fixed header and the header fields.
+    static func decodeHeader(_ bytes: UnsafeRawBufferPointer, cache: DecodeCache? = nil) throws(DBusError) -> WireHeader {
         guard bytes.count >= 16, let base = bytes.baseAddress else {
             throw .malformedMessage("message shorter than its 16-byte fixed header")
         }
@@ -36,22 +53,16 @@ struct WireDecoder {
         guard let kind = DBusMessage.Kind(rawValue: bytes[1]) else {
             throw .malformedMessage("unknown message type \(bytes[1])")
         }
-        let flags = DBusMessage.Flags(rawValue: bytes[2])
+        guard bytes[3] == 1 else { throw .malformedMessage("unsupported protocol version \(bytes[3])") }
+        var h = WireHeader(kind: kind, flags: DBusMessage.Flags(rawValue: bytes[2]), bigEndian: big)
         var d = WireDecoder(base: base, count: bytes.count, bigEndian: big, position: 4, cache: cache)
         let bodyLength = Int(try d.readUInt32())
-        let serial = try d.readUInt32()
+        h.serial = try d.readUInt32()
+        guard h.serial != 0 else { throw .malformedMessage("message serial is 0") }
         let fieldsLength = Int(try d.readUInt32())
         let fieldsEnd = 16 + fieldsLength
         guard fieldsEnd <= bytes.count else { throw .malformedMessage("header fields run past the end of the message") }
 
-        var path: ObjectPath?
-        var interface: String?
-        var member: String?
-        var errorName: String?
-        var replySerial: UInt32?
-        var destination: String?
-        var sender: String?
-        var signature = DBusSignature.empty
         while d.position < fieldsEnd {
             try d.align(8)
             guard d.position < fieldsEnd else { break }
@@ -61,18 +72,17 @@ struct WireDecoder {
             let sigByte = sigLength == 1 ? d.base.load(fromByteOffset: d.position, as: UInt8.self) : 0
             d.position += sigLength + 1
             switch (code, sigByte) {
-            case (1, UInt8(ascii: "o")): path = ObjectPath(unchecked: try d.readStringValue(intern: true))
-            case (2, UInt8(ascii: "s")): interface = try d.readStringValue(intern: true)
-            case (3, UInt8(ascii: "s")): member = try d.readStringValue(intern: true)
-            case (4, UInt8(ascii: "s")): errorName = try d.readStringValue(intern: true)
-            case (5, UInt8(ascii: "u")): replySerial = try d.readUInt32()
-            case (6, UInt8(ascii: "s")): destination = try d.readStringValue(intern: true)
-            case (7, UInt8(ascii: "s")): sender = try d.readStringValue(intern: true)
-            case (8, UInt8(ascii: "g")): signature = try d.readSignatureValue()
-            case (9, UInt8(ascii: "u")):
-                if try d.readUInt32() > 0 {
-                    throw .notSupported("unix fds in the wire decoder")
-                }
+            case (1, UInt8(ascii: "o")): h.path = try d.readObjectPath(intern: true)
+            case (2, UInt8(ascii: "s")): h.interface = try d.readStringValue(intern: true)
+            case (3, UInt8(ascii: "s")): h.member = try d.readStringValue(intern: true)
+            case (4, UInt8(ascii: "s")): h.errorName = try d.readStringValue(intern: true)
+            case (5, UInt8(ascii: "u")): h.replySerial = try d.readUInt32()
+            case (6, UInt8(ascii: "s")): h.destination = try d.readStringValue(intern: true)
+            case (7, UInt8(ascii: "s")): h.sender = try d.readStringValue(intern: true)
+            case (8, UInt8(ascii: "g")): h.signature = try d.readSignatureValue()
+            case (9, UInt8(ascii: "u")): h.unixFDCount = Int(try d.readUInt32())
+            case (1...9, _):
+                throw .malformedMessage("header field \(code) has the wrong type")
             default:
                 // Unknown header fields must be ignored (specification).
                 let type = try SignatureParser.parseSingle(
@@ -81,25 +91,51 @@ struct WireDecoder {
                 _ = try d.decode(type, depth: 1)
             }
         }
+        guard d.position <= fieldsEnd else { throw .malformedMessage("header fields overrun their length") }
+        switch kind {
+        case .methodCall:
+            guard h.path != nil, h.member != nil else { throw .malformedMessage("method call without a path or member") }
+        case .signal:
+            guard h.path != nil, h.interface != nil, h.member != nil else {
+                throw .malformedMessage("signal without a path, interface or member")
+            }
+        case .methodReturn:
+            guard h.replySerial != nil else { throw .malformedMessage("method return without a reply serial") }
+        case .error:
+            guard h.replySerial != nil, h.errorName != nil else { throw .malformedMessage("error without a reply serial or error name") }
+        }
         d.position = fieldsEnd
         try d.align(8)
-        guard d.position + bodyLength <= bytes.count else { throw .malformedMessage("body runs past the end of the message") }
-        let bodyEnd = d.position + bodyLength
-        if lazyBody {
+        guard bodyLength <= bytes.count - d.position else { throw .malformedMessage("body runs past the end of the message") }
+        guard bodyLength == 0 || !h.signature.types.isEmpty else {
+            throw .malformedMessage("a body of \(bodyLength) bytes without a signature")
+        }
+        h.bodyStart = d.position
+        h.bodyLength = bodyLength
+        return h
+    }
+
+    /// Decodes the body described by `header` (from ``decodeHeader(_:cache:)``
+    /// on the same bytes); `fds` are the message's Unix fds in order.
+    static func decodeBody(
+        of header: WireHeader, in bytes: UnsafeRawBufferPointer, cache: DecodeCache? = nil,
+        lazyBody: Bool = false, fds: [UnixFileDescriptor] = []
+    ) throws(DBusError) -> DBusMessage {
+        guard let base = bytes.baseAddress else { throw .malformedMessage("message shorter than its 16-byte fixed header") }
+        if lazyBody && header.unixFDCount == 0 {
             // Keep the body bytes; the consumer decodes them (or reads them
             // in place with DBusBodyReader) on its own thread.
-            let raw = DBusRawBody(bytes: [UInt8](UnsafeRawBufferPointer(start: base + d.position, count: bodyLength)),
-                                  bigEndian: big, signature: signature)
-            var m = DBusMessage(
-                kind: kind, flags: flags, serial: serial, replySerial: replySerial, path: path,
-                interface: interface, member: member, errorName: errorName, destination: destination,
-                sender: sender, signature: signature, body: [])
-            m.rawBody = raw
+            var m = header.message(body: [])
+            m.rawBody = DBusRawBody(bytes: [UInt8](UnsafeRawBufferPointer(start: base + header.bodyStart, count: header.bodyLength)),
+                                    bigEndian: header.bigEndian, signature: header.signature)
             return m
         }
+        let bodyEnd = header.bodyStart + header.bodyLength
+        var d = WireDecoder(base: base, count: bodyEnd, bigEndian: header.bigEndian, position: header.bodyStart, cache: cache)
+        d.fds = fds
         var body: [DBusValue] = []
-        body.reserveCapacity(signature.types.count)
-        for type in signature.types {
+        body.reserveCapacity(header.signature.types.count)
+        for type in header.signature.types {
             if case .string = type {
                 body.append(.string(try d.readStringValue(intern: true)))
             } else {
@@ -107,12 +143,9 @@ struct WireDecoder {
             }
         }
         guard d.position == bodyEnd else {
-            throw .malformedMessage("body length \(bodyLength) does not match its signature \"\(signature)\"")
+            throw .malformedMessage("body length \(header.bodyLength) does not match its signature \"\(header.signature)\"")
         }
-        return DBusMessage(
-            kind: kind, flags: flags, serial: serial, replySerial: replySerial, path: path,
-            interface: interface, member: member, errorName: errorName, destination: destination,
-            sender: sender, signature: signature, body: body)
+        return header.message(body: body)
     }
 
     @inline(__always) mutating func align(_ n: Int) throws(DBusError) {
@@ -155,10 +188,54 @@ struct WireDecoder {
         guard start.load(fromByteOffset: length, as: UInt8.self) == 0 else {
             throw .malformedMessage("string at offset \(position) is not NUL-terminated")
         }
-        position += length + 1
         let raw = UnsafeRawBufferPointer(start: start, count: length)
-        if intern, let cache { return cache.string(raw) }
-        return String(decoding: raw, as: UTF8.self)
+        if intern, let cache, let shared = cache.string(raw) {
+            position += length + 1
+            return shared
+        }
+        guard let s = WireDecoder.validatedString(raw) else {
+            throw .malformedMessage("string at offset \(position) is not valid UTF-8 or contains a NUL byte")
+        }
+        position += length + 1
+        if intern, let cache { cache.remember(raw, s) }
+        return s
+    }
+
+    /// The text of `raw` if it is valid UTF-8 without NUL bytes (the rule
+    /// for every D-Bus string), else nil.
+    static func validatedString(_ raw: UnsafeRawBufferPointer) -> String? {
+        guard let p = raw.baseAddress, raw.count > 0 else { return "" }
+        // ASCII fast path, eight bytes at a time: no byte >= 0x80 and no 0.
+        var i = 0
+        var ascii = true
+        while i + 8 <= raw.count {
+            let w = p.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            if w & 0x8080_8080_8080_8080 != 0 || (w &- 0x0101_0101_0101_0101) & ~w & 0x8080_8080_8080_8080 != 0 {
+                ascii = false
+                break
+            }
+            i += 8
+        }
+        if ascii {
+            while i < raw.count {
+                let b = p.load(fromByteOffset: i, as: UInt8.self)
+                if b == 0 || b >= 0x80 { ascii = false; break }
+                i += 1
+            }
+        }
+        if ascii { return String(decoding: raw, as: UTF8.self) }
+        guard memchr(p, 0, raw.count) == nil else { return nil }
+        return String(validating: raw, as: UTF8.self)
+    }
+
+    mutating func readObjectPath(intern: Bool = false) throws(DBusError) -> ObjectPath {
+        let at = position
+        let s = try readStringValue(intern: intern)
+        do {
+            return try ObjectPath(s)
+        } catch {
+            throw .malformedMessage("invalid object path at offset \(at): \(error)")
+        }
     }
 
     mutating func readSignatureBytes() throws(DBusError) -> UnsafeRawBufferPointer {
@@ -209,9 +286,14 @@ struct WireDecoder {
         case .uint64: return .uint64(try readUInt64())
         case .double: return .double(Double(bitPattern: try readUInt64()))
         case .string: return .string(try readStringValue())
-        case .objectPath: return .objectPath(ObjectPath(unchecked: try readStringValue()))
+        case .objectPath: return .objectPath(try readObjectPath())
         case .signature: return .signature(try readSignatureValue())
-        case .unixFD: throw .notSupported("unix fds in the wire decoder")
+        case .unixFD:
+            let index = Int(try readUInt32())
+            guard index < fds.count else {
+                throw .malformedMessage("fd index \(index) but the message carries \(fds.count) fds")
+            }
+            return .unixFD(fds[index])
         case .variant:
             let inner = try readVariantType()
             return .variant(try decode(inner, depth: depth + 1))
@@ -258,5 +340,38 @@ struct WireDecoder {
             guard position == end else { throw .malformedMessage("dictionary entries overrun the array length at offset \(position)") }
             return .dictionary(key: key, value: value, entries)
         }
+    }
+}
+
+/// A message's fixed header and header fields, as ``WireDecoder`` reads
+/// them before the body.
+struct WireHeader {
+    var kind: DBusMessage.Kind
+    var flags: DBusMessage.Flags
+    var bigEndian: Bool
+    var serial: UInt32 = 0
+    var replySerial: UInt32?
+    var path: ObjectPath?
+    var interface: String?
+    var member: String?
+    var errorName: String?
+    var destination: String?
+    var sender: String?
+    var signature = DBusSignature.empty
+    var unixFDCount = 0
+    var bodyStart = 0
+    var bodyLength = 0
+
+    init(kind: DBusMessage.Kind, flags: DBusMessage.Flags, bigEndian: Bool) {
+        self.kind = kind
+        self.flags = flags
+        self.bigEndian = bigEndian
+    }
+
+    func message(body: [DBusValue]) -> DBusMessage {
+        DBusMessage(
+            kind: kind, flags: flags, serial: serial, replySerial: replySerial, path: path,
+            interface: interface, member: member, errorName: errorName, destination: destination,
+            sender: sender, signature: signature, body: body)
     }
 }
