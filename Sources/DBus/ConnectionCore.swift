@@ -729,9 +729,9 @@ final class ConnectionCore: @unchecked Sendable {
                 connectionLost()
                 return
             }
-            var decoded = DecodedOnce(message)
+            var decoded = DecodedOnce()
             if message.sender == "org.freedesktop.DBus", message.member == "NameOwnerChanged",
-               message.interface == "org.freedesktop.DBus", let eager = decoded.get(), eager.body.count == 3,
+               message.interface == "org.freedesktop.DBus", let eager = decoded.get(message), eager.body.count == 3,
                case let .string(name) = eager.body[0], case let .string(newOwner) = eager.body[2],
                let track = nameTracks[name] {
                 let owner: String? = newOwner.isEmpty ? nil : newOwner
@@ -745,16 +745,13 @@ final class ConnectionCore: @unchecked Sendable {
         }
     }
 
-    /// A signal decoded at most once, for the consumers that want values.
+    /// The decoded form of an on-demand signal, made at most once and only
+    /// if a consumer needs values (no copies of the message otherwise).
     struct DecodedOnce {
-        let original: DBusMessage
         private var eager: DBusMessage?
         private var failed = false
-        init(_ message: DBusMessage) {
-            original = message
-            eager = message.isBodyDeferred ? nil : message
-        }
-        mutating func get() -> DBusMessage? {
+        mutating func get(_ original: DBusMessage) -> DBusMessage? {
+            if !original.isBodyDeferred { return original }
             if let eager { return eager }
             if failed { return nil }
             do {
@@ -772,23 +769,23 @@ final class ConnectionCore: @unchecked Sendable {
 
     private func route(_ message: DBusMessage, _ decoded: inout DecodedOnce) {
         for (_, group) in ruleGroups where !group.sinks.isEmpty {
-            let matchOn: DBusMessage
+            let matched: Bool
             if group.rule.needsArguments {
-                guard let eager = decoded.get() else { malformedCount += 1; continue }
-                matchOn = eager
+                guard let eager = decoded.get(message) else { malformedCount += 1; continue }
+                matched = group.rule.matches(eager, ownerOf: { nameTracks[$0]?.owner })
             } else {
-                matchOn = message
+                matched = group.rule.matches(message, ownerOf: { nameTracks[$0]?.owner })
             }
-            if group.rule.matches(matchOn, ownerOf: { nameTracks[$0]?.owner }) {
+            if matched {
                 for (_, sink) in group.sinks {
-                    let delivered: DBusMessage
+                    let wake: Bool
                     if sink.onDemand || !message.isBodyDeferred {
-                        delivered = message
+                        wake = sink.deliver(message)
                     } else {
-                        guard let eager = decoded.get() else { malformedCount += 1; continue }
-                        delivered = eager
+                        guard let eager = decoded.get(message) else { malformedCount += 1; continue }
+                        wake = sink.deliver(eager)
                     }
-                    guard sink.deliver(delivered) else { continue }
+                    guard wake else { continue }
                     if pendingWakes.isEmpty { firstDeferredAt = monotonicNanoseconds() }
                     pendingWakes[ObjectIdentifier(sink)] = sink
                 }

@@ -13,6 +13,7 @@ import Glibc
 final class DecodeCache {
     private let signatures = BytesTable<DBusSignature>(capacity: 512)
     private let variantTypes = BytesTable<DBusType>(capacity: 512)
+    private let paths = BytesTable<ObjectPath>(capacity: 4096)
     private let strings = BytesTable<String>(capacity: 4096)
 
     /// A parsed signature for the raw bytes, parsing only on first sight.
@@ -30,6 +31,24 @@ final class DecodeCache {
         let parsed = try SignatureParser.parseSingle(bytes: ArraySlice(raw), original: text)
         if raw.count <= 64 { variantTypes.insert(raw, key: text, value: parsed) }
         return parsed
+    }
+
+    /// A validated object path for the raw bytes (every BlueZ signal names
+    /// one of a few hundred device paths).
+    func objectPath(_ raw: UnsafeRawBufferPointer) throws(DBusError) -> ObjectPath {
+        let cacheable = raw.count <= 128
+        if cacheable, let hit = paths.lookup(raw) { return hit }
+        guard let text = WireDecoder.validatedString(raw) else {
+            throw .malformedMessage("object path is not valid UTF-8 or contains a NUL byte")
+        }
+        let path: ObjectPath
+        do {
+            path = try ObjectPath(text)
+        } catch {
+            throw .malformedMessage("invalid object path: \(error)")
+        }
+        if cacheable { paths.insert(raw, key: text, value: path) }
+        return path
     }
 
     /// A shared String for short, frequently repeated text seen before

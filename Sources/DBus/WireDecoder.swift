@@ -230,7 +230,18 @@ struct WireDecoder {
 
     mutating func readObjectPath(intern: Bool = false) throws(DBusError) -> ObjectPath {
         let at = position
-        let s = try readStringValue(intern: intern)
+        if intern, let cache {
+            let length = Int(try readUInt32())
+            try need(length + 1)
+            let start = base + position
+            guard start.load(fromByteOffset: length, as: UInt8.self) == 0 else {
+                throw .malformedMessage("object path at offset \(position) is not NUL-terminated")
+            }
+            let path = try cache.objectPath(UnsafeRawBufferPointer(start: start, count: length))
+            position += length + 1
+            return path
+        }
+        let s = try readStringValue()
         do {
             return try ObjectPath(s)
         } catch {
