@@ -10,6 +10,8 @@ let package = Package(
         .executable(name: "blecompanion", targets: ["blecompanion"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BLEParsing", targets: ["BLEParsing"]),
+        .library(name: "BlueZ", targets: ["BlueZ"]),
+        .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -41,11 +43,17 @@ let package = Package(
             linkerSettings: [.linkedLibrary("m")]
         ),
 
+        // MARK: Layer 1: BlueZ client, and the simulator that stands in for bluetoothd
+        // The simulator deliberately does not import the client: tests of one
+        // against the other must not share a mistake.
+        .target(name: "BlueZ", dependencies: ["DBus"]),
+        .target(name: "BlueZSimulator", dependencies: ["DBus"]),
+
         // MARK: Executables
         .executableTarget(
             name: "blecompanion",
             dependencies: [
-                "DBus", "BluetoothHCI", "BLEParsing",
+                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -56,6 +64,8 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
+        .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus"]),
     ]
 )

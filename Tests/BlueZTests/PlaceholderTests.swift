@@ -1,0 +1,6 @@
+import Testing
+@testable import BlueZ
+
+@Suite struct BlueZPlaceholderTests {
+    @Test func serviceNameIsBlueZ() { #expect(BlueZ.serviceName == "org.bluez") }
+}
