@@ -11,11 +11,16 @@ import Glibc
 /// is decoded in passes for about `--min-time` seconds per round, 5 rounds,
 /// with a monotonic clock; the median round gives ns/payload. What a
 /// "payload" costs is the whole entry point: bytes (+ UUID/company id, MAC,
-/// bindkey) in, model with readings and fields out (including AES-CCM for
+/// bindkey) in, model with its readings out (including AES-CCM for
 /// encrypted formats). `typical_advertisement` starts from raw AD bytes:
 /// AD structure parse, detector, payload decoder, readings.
 ///
-///     bench parsing [--json] [--iterations N] [--min-time S] [--fixtures DIR]
+/// The advertisement models build their `fields` tree only when it is read
+/// (the GATT values build it eagerly); by default the loop reads only the
+/// readings. `--with-fields` also reads `fields` of every model, i.e. adds
+/// what a consumer pays when it wants the field tree too (JSON output).
+///
+///     bench parsing [--json] [--iterations N] [--min-time S] [--fixtures DIR] [--with-fields]
 ///                   [--only FORMAT,...] [--export-corpus FILE] [--groups FILE]
 ///
 /// `--export-corpus FILE` writes the corpus (the same payloads, with their
@@ -54,6 +59,7 @@ enum ParsingBench {
         var only: Set<String>? = nil
         var exportPath: String? = nil
         var groupsPath: String? = nil
+        var withFields = false
     }
 
     // MARK: Entry
@@ -69,6 +75,7 @@ enum ParsingBench {
         while i < arguments.count {
             switch arguments[i] {
             case "--json": options.json = true
+            case "--with-fields": options.withFields = true
             case "--groups":
                 guard let p = value() else { return usage("--groups needs a file") }
                 options.groupsPath = p
@@ -173,7 +180,7 @@ enum ParsingBench {
     }
 
     static func usage(_ message: String) -> Int32 {
-        writeError("bench parsing: \(message)\nusage: bench parsing [--json] [--iterations N] [--min-time S] [--fixtures DIR] [--only FORMAT,...] [--export-corpus FILE] [--groups FILE]")
+        writeError("bench parsing: \(message)\nusage: bench parsing [--json] [--iterations N] [--min-time S] [--fixtures DIR] [--with-fields] [--only FORMAT,...] [--export-corpus FILE] [--groups FILE]")
         return 64
     }
 
@@ -185,39 +192,41 @@ enum ParsingBench {
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
     }
 
-    /// Result size of one decode, so the optimiser cannot drop the work.
+    /// Result size of one decode (readings, plus fields when `withFields`), so
+    /// the optimiser cannot drop the work.
     @inline(never)
-    static func decode(_ p: Payload) -> Int {
+    static func decode(_ p: Payload, withFields: Bool) -> Int {
         switch p.input {
         case let .serviceData(uuid, data):
             do {
                 let m = try AdvertisementDecoder.decodeServiceData(uuid: uuid, data: data, mac: p.mac, bindkey: p.bindkey)
-                return m.readings.count &+ m.fields.count
+                return m.readings.count &+ (withFields ? m.fields.count : 0)
             } catch { return -1 }
         case let .switchBot(service, manufacturer):
             let adv = Advertisement(address: p.mac, manufacturerData: [ManufacturerData(companyID: 0x0969, data: manufacturer)],
                                     serviceData: [ServiceData(uuid: BluetoothUUID(uuid16: 0xFD3D), data: service)])
-            return readingCount(AdvertisementDecoder.decode(adv, bindkey: p.bindkey))
+            return readingCount(AdvertisementDecoder.decode(adv, bindkey: p.bindkey), withFields: withFields)
         case let .manufacturer(company, data, name):
             do {
                 let m = try AdvertisementDecoder.decodeManufacturerData(companyID: company, data: data, name: name, mac: p.mac)
-                return m.readings.count &+ m.fields.count
+                return m.readings.count &+ (withFields ? m.fields.count : 0)
             } catch { return -1 }
         case let .raw(bytes):
-            return readingCount(AdvertisementDecoder.decodeRawAdvertisement(bytes: bytes, address: p.mac, bindkey: p.bindkey))
+            return readingCount(AdvertisementDecoder.decodeRawAdvertisement(bytes: bytes, address: p.mac, bindkey: p.bindkey),
+                                withFields: withFields)
         case let .gatt(uuid, value, format):
             do {
                 let v = try GATTDecoder.decode(characteristic: uuid, value: value, presentationFormat: format)
-                return v.readings.count &+ v.fields.count
+                return v.readings.count &+ (withFields ? v.fields.count : 0)
             } catch { return -1 }
         }
     }
 
-    static func readingCount(_ results: [Result<AdvertisementModel, DecodeError>]) -> Int {
+    static func readingCount(_ results: [Result<AdvertisementModel, DecodeError>], withFields: Bool) -> Int {
         var n = 0
         for r in results {
             switch r {
-            case let .success(m): n &+= m.readings.count &+ 1
+            case let .success(m): n &+= m.readings.count &+ 1 &+ (withFields ? m.fields.count : 0)
             case .failure: n &-= 1
             }
         }
@@ -226,10 +235,10 @@ enum ParsingBench {
 
     /// One round: `passes` passes over `payloads`; returns elapsed ns.
     @inline(never)
-    static func round(_ payloads: [Payload], passes: Int, sink: inout Int) -> UInt64 {
+    static func round(_ payloads: [Payload], passes: Int, withFields: Bool, sink: inout Int) -> UInt64 {
         let start = now()
         for _ in 0..<passes {
-            for p in payloads { sink &+= decode(p) }
+            for p in payloads { sink &+= decode(p, withFields: withFields) }
         }
         return now() - start
     }
@@ -239,9 +248,9 @@ enum ParsingBench {
         var passes = options.iterations ?? 1
         if options.iterations == nil {
             // Calibrate: grow until a round takes ~1/4 of the target, then scale.
-            _ = round(payloads, passes: 1, sink: &sink)
+            _ = round(payloads, passes: 1, withFields: options.withFields, sink: &sink)
             while true {
-                let t = round(payloads, passes: passes, sink: &sink)
+                let t = round(payloads, passes: passes, withFields: options.withFields, sink: &sink)
                 if Double(t) >= options.minTime * 0.25e9 || passes >= 1 << 30 {
                     passes = max(1, Int(Double(passes) * options.minTime * 1e9 / Double(max(t, 1))))
                     break
@@ -251,7 +260,7 @@ enum ParsingBench {
         }
         var samples: [Double] = []
         for _ in 0..<5 {
-            let t = round(payloads, passes: passes, sink: &sink)
+            let t = round(payloads, passes: passes, withFields: options.withFields, sink: &sink)
             samples.append(Double(t) / Double(passes * payloads.count))
         }
         if sink == Int.min { printFlushed("") }  // keeps `sink` alive
@@ -347,7 +356,7 @@ enum ParsingBench {
                 } else {
                     continue
                 }
-                guard decode(payload) >= 0 else { continue }
+                guard decode(payload, withFields: true) >= 0 else { continue }
                 export["format"] = payload.format
                 out.append(Entry(payload: payload, export: export))
             }
@@ -365,7 +374,7 @@ enum ParsingBench {
                 let format = uuid.uuid16 == 0x2A37 ? "gatt_heart_rate" : "gatt_other"
                 let name = vector["description"] as? String ?? "?"
                 let p = Payload(format: format, name: name, input: .gatt(uuid, value, pf), mac: nil, bindkey: nil)
-                guard decode(p) >= 0 else { continue }
+                guard decode(p, withFields: true) >= 0 else { continue }
                 var export: [String: Any] = ["format": format, "name": name, "characteristic": uuid.shortString,
                                              "data": hexString(bytes: value)]
                 if let pfText = vector["presentation_format"] as? String { export["presentation_format"] = pfText }

@@ -103,4 +103,51 @@ struct AdvAESCCMTests {
         #expect(pt.prefix(3) == [0x06, 0x10, 0x02])
         #expect(Double(UInt16(pt[3]) | UInt16(pt[4]) << 8) / 10 == 59.6)
     }
+
+    /// The decryption (CCM mode over AES-ECB) against libcrypto's own CCM
+    /// encryption, for every nonce and tag length, AAD of 0...40 bytes and
+    /// messages of 0...40 bytes (deterministic pseudo-random contents); a
+    /// changed tag, ciphertext or AAD byte must fail authentication.
+    @Test("decrypt agrees with libcrypto's CCM encryption across lengths")
+    func crossCheck() throws {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt8 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        }
+        func random(_ n: Int) -> [UInt8] { (0..<n).map { _ in next() } }
+        for nonceLength in 7...13 {
+            for tagLength in stride(from: 4, through: 16, by: 2) {
+                for length in [0, 1, 5, 15, 16, 17, 31, 32, 40] {
+                    let aadLength = [0, 1, 14, 15, 16, 40][(length + tagLength) % 6]
+                    let key = random(16), nonce = random(nonceLength), aad = random(aadLength), pt = random(length)
+                    let (ct, tag) = try AESCCM.encrypt(key: key, nonce: nonce, plaintext: pt, aad: aad, tagLength: tagLength)
+                    #expect(try AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ct, tag: tag, aad: aad) == pt)
+                    var badTag = tag
+                    badTag[Int(next()) % tagLength] ^= 0x01
+                    #expect(throws: AESCCM.Failure.authenticationFailed) {
+                        try AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ct, tag: badTag, aad: aad)
+                    }
+                    if !ct.isEmpty {
+                        var badCT = ct
+                        badCT[Int(next()) % ct.count] ^= 0x80
+                        #expect(throws: AESCCM.Failure.authenticationFailed) {
+                            try AESCCM.decrypt(key: key, nonce: nonce, ciphertext: badCT, tag: tag, aad: aad)
+                        }
+                    }
+                    if !aad.isEmpty {
+                        var badAAD = aad
+                        badAAD[Int(next()) % aad.count] ^= 0x04
+                        #expect(throws: AESCCM.Failure.authenticationFailed) {
+                            try AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ct, tag: tag, aad: badAAD)
+                        }
+                    }
+                }
+            }
+        }
+        // AAD of 0xFF00 bytes or more takes the 6-byte length encoding.
+        let key = random(16), nonce = random(12), aad = random(0xFF00), pt = random(20)
+        let (ct, tag) = try AESCCM.encrypt(key: key, nonce: nonce, plaintext: pt, aad: aad, tagLength: 8)
+        #expect(try AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ct, tag: tag, aad: aad) == pt)
+    }
 }

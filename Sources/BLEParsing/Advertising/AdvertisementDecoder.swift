@@ -124,10 +124,12 @@ public enum AdvertisementDecoder {
     public static func decodeRawAdvertisement(bytes: [UInt8], address: DeviceAddress? = nil, bindkey: [UInt8]? = nil)
         -> [Result<AdvertisementModel, DecodeError>]
     {
-        let (ad, errors) = AdvertisingData.parsePartial(bytes)
+        // The summary's fields are parsed again from `bytes` when read, so this
+        // pass need not record the structure list.
+        let (ad, errors) = AdvertisingData.parsePartial(bytes, recordingStructures: false)
         var results: [Result<AdvertisementModel, DecodeError>] = []
         results.reserveCapacity(2 + errors.count + ad.serviceData.count + ad.manufacturerData.count)
-        results.append(.success(ad.model))
+        results.append(.success(ad.summaryModel(fieldSource: .adBytes(bytes))))
         for e in errors { results.append(.failure(e)) }
         decode(ad.advertisement(address: address), bindkey: bindkey, into: &results)
         return results

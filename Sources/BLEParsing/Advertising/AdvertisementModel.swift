@@ -11,11 +11,20 @@ public struct AdvertisementModel: DecodedModel, Sendable {
     public var modelName: String
     public var readings: [Reading]
 
-    /// Where `fields` come from: built by the decoder, or derived on demand
-    /// (the AD structure summary builds its field tree only when asked).
+    /// Where `fields` come from: built by the decoder, or derived on demand.
+    ///
+    /// Most callers want only the readings, so the payload decoders and the
+    /// AD structure summary defer their field trees: `fields` is built from
+    /// the retained input each time it is read (no caching; a model read
+    /// once, e.g. for JSON output, pays once). Setting or mutating `fields`
+    /// stores the built value.
     enum FieldSource: Sendable {
         case built([(String, FieldValue)])
         indirect case adStructures(AdvertisingData)
+        /// The raw AD bytes the model was decoded from; the summary is parsed again when read.
+        case adBytes([UInt8])
+        /// A decoder's field builder over the values it already parsed.
+        case deferred(@Sendable () -> [(String, FieldValue)])
     }
 
     var fieldSource: FieldSource
@@ -25,6 +34,8 @@ public struct AdvertisementModel: DecodedModel, Sendable {
             switch fieldSource {
             case let .built(f): return f
             case let .adStructures(ad): return ad.summaryFields
+            case let .adBytes(bytes): return AdvertisingData.parsePartial(bytes).0.summaryFields
+            case let .deferred(build): return build()
             }
         }
         set { fieldSource = .built(newValue) }
@@ -43,11 +54,20 @@ public struct AdvertisementModel: DecodedModel, Sendable {
         self.fieldSource = .built(fields)
     }
 
-    init(formatName: String, modelName: String, readings: [Reading], lazyFieldsOf ad: AdvertisingData) {
+    /// A model whose `fields` are built by `fields` when read.
+    init(formatName: String, modelName: String, readings: [Reading],
+         deferredFields fields: @escaping @Sendable () -> [(String, FieldValue)]) {
         self.formatName = formatName
         self.modelName = modelName
         self.readings = AdvertisementModel.numberRepeated(readings)
-        self.fieldSource = .adStructures(ad)
+        self.fieldSource = .deferred(fields)
+    }
+
+    init(formatName: String, modelName: String, readings: [Reading], fieldSource: FieldSource) {
+        self.formatName = formatName
+        self.modelName = modelName
+        self.readings = AdvertisementModel.numberRepeated(readings)
+        self.fieldSource = fieldSource
     }
 
     @inline(__always)
@@ -61,6 +81,18 @@ public struct AdvertisementModel: DecodedModel, Sendable {
         }
     }
 
+    /// `sameKey(buf[i], buf[j])` without copying the readings.
+    @inline(__always)
+    static func sameKey(_ buf: UnsafeBufferPointer<Reading>, _ i: Int, _ j: Int) -> Bool {
+        guard buf[i].kind == buf[j].kind else { return false }
+        switch (buf[i].label == nil, buf[j].label == nil) {
+        case (true, true): return true
+        case (false, false): return buf[i].label == buf[j].label
+        case (false, true): return buf[i].label?.isEmpty ?? true
+        case (true, false): return buf[j].label?.isEmpty ?? true
+        }
+    }
+
     /// Gives repeated (kind, label) pairs positional labels.
     static func numberRepeated(_ readings: [Reading]) -> [Reading] {
         let n = readings.count
@@ -69,7 +101,7 @@ public struct AdvertisementModel: DecodedModel, Sendable {
             // Pairwise comparison: no dictionaries or key strings for the usual handful of readings.
             let repeated = readings.withUnsafeBufferPointer { buf -> Bool in
                 for i in 1..<n {
-                    for j in 0..<i where buf[i].kind == buf[j].kind && sameKey(buf[i], buf[j]) { return true }
+                    for j in 0..<i where sameKey(buf, i, j) { return true }
                 }
                 return false
             }
@@ -150,16 +182,8 @@ enum Adv {
 
     static func macField(_ address: DeviceAddress) -> FieldValue { .string(address.description) }
 
-    /// Appends the 6 address bytes (display order, or air order = reversed)
-    /// without the intermediate arrays of `bytes` / `littleEndianBytes`.
-    @inline(__always)
-    static func appendAddress(_ address: DeviceAddress, to out: inout [UInt8], airOrder: Bool) {
-        let v = address.rawValue
-        for k in 0..<6 {
-            let shift = UInt64(airOrder ? 8 * k : 40 - 8 * k)
-            out.append(UInt8(truncatingIfNeeded: v >> shift))
-        }
-    }
-
     static func hex16(_ v: UInt16) -> FieldValue { .string(hexString(v)) }
+
+    /// The one-byte AAD `0x11` of the Xiaomi, BTHome v1 and pvvx encryption.
+    static let aad11: [UInt8] = [0x11]
 }

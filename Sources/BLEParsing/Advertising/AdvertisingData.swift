@@ -99,8 +99,14 @@ public struct AdvertisingData: Sendable {
     }
 
     public static func parsePartial(_ bytes: [UInt8]) -> (AdvertisingData, [DecodeError]) {
+        parsePartial(bytes, recordingStructures: true)
+    }
+
+    /// ``parsePartial(_:)``; without `recordingStructures`, `structures` stays
+    /// empty (for callers that need only the decoded content).
+    static func parsePartial(_ bytes: [UInt8], recordingStructures: Bool) -> (AdvertisingData, [DecodeError]) {
         var ad = AdvertisingData()
-        ad.structures.reserveCapacity(min(bytes.count / 2, 8))
+        if recordingStructures { ad.structures.reserveCapacity(min(bytes.count / 2, 8)) }
         var errors: [DecodeError] = []
         var i = 0
         while i < bytes.count {
@@ -117,7 +123,7 @@ public struct AdvertisingData: Sendable {
             }
             let type = bytes[i + 1]
             let s = ADStructure(type: type, bytes: bytes[(i + 2)..<(i + 1 + length)], offset: i)
-            ad.structures.append(s)
+            if recordingStructures { ad.structures.append(s) }
             do {
                 try ad.apply(s)
             } catch {
@@ -245,11 +251,14 @@ public struct AdvertisingData: Sendable {
     ///
     /// The field tree is built only when `fields` is read, so decoding raw
     /// advertisements does not pay for hex and UUID strings nobody prints.
-    public var model: AdvertisementModel {
+    public var model: AdvertisementModel { summaryModel(fieldSource: .adStructures(self)) }
+
+    /// ``model`` with its fields taken from `fieldSource` (e.g. the raw bytes this was parsed from).
+    func summaryModel(fieldSource: AdvertisementModel.FieldSource) -> AdvertisementModel {
         var readings: [Reading] = []
         if let txPower { readings.append(Reading(.txPower, Double(txPower))) }
         return AdvertisementModel(formatName: "ad_structures", modelName: "advertising_data", readings: readings,
-                                  lazyFieldsOf: self)
+                                  fieldSource: fieldSource)
     }
 
     /// The fields of ``model``.

@@ -167,20 +167,10 @@ public enum BTHome {
             throw DecodeError(kind: .unsupported, context: ctx, offset: 0,
                               expected: "BTHome version 2 in bits 5-7", found: "version \(version)")
         }
-        var fields: [(String, FieldValue)] = []
-        fields.reserveCapacity(8)
-        fields += [
-            ("version", .int(2)), ("encrypted", .bool(encrypted)),
-            ("mac_included", .bool(macIncluded)), ("trigger_based", .bool(trigger)),
-        ]
-        var address = mac
-        if macIncluded {
-            let a = try r.address("MAC address")
-            address = a
-            fields.append(("mac", Adv.macField(a)))
-        }
-        var readings: [Reading] = []
-        var objects: [FieldValue] = []
+        let includedMAC: DeviceAddress? = try macIncluded ? r.address("MAC address") : nil
+        // The objects: from the payload itself, or from the decrypted payload.
+        let objectReader: ByteReader
+        let counter: Int?
         if encrypted {
             let start = r.offset
             let body = r.rest()
@@ -188,32 +178,46 @@ public enum BTHome {
                 throw DecodeError.truncated(context: ctx, offset: start, needed: 8, available: body.count,
                                             what: "encryption counter and MIC")
             }
-            let (key, address) = try requireDecryptionInputs(bindkey, address, context: ctx, offset: start)
-            let ciphertext = Array(body.dropLast(8))
-            let counter = Array(body.suffix(8).prefix(4))
-            let mic = Array(body.suffix(4))
-            var nonce: [UInt8] = []
-            nonce.reserveCapacity(13)
-            Adv.appendAddress(address, to: &nonce, airOrder: false)
+            let (key, address) = try requireDecryptionInputs(bindkey, includedMAC ?? mac, context: ctx, offset: start)
+            let c = body.endIndex - 8  // counter (4), then MIC (4)
+            var nonce = AESCCM.Nonce()
+            nonce.appendAddress(address, airOrder: false)
             nonce.append(0xD2); nonce.append(0xFC); nonce.append(info)
-            nonce.append(contentsOf: counter)
-            let plain = try decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: ciphertext, mic: mic, aad: [],
-                                    offset: start)
-            fields.append(("counter", .int(Int(UInt32(counter[0]) | UInt32(counter[1]) << 8
-                                              | UInt32(counter[2]) << 16 | UInt32(counter[3]) << 24))))
-            var pr = ByteReader(plain, context: "bthome v2 (decrypted payload)")
-            try parseV2Objects(&pr, readings: &readings, objects: &objects)
+            for k in 0..<4 { nonce.append(body[c + k]) }
+            let plain = try decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: body.dropLast(8), mic: body.suffix(4),
+                                    aad: [], offset: start)
+            counter = Int(UInt32(body[c]) | UInt32(body[c + 1]) << 8 | UInt32(body[c + 2]) << 16 | UInt32(body[c + 3]) << 24)
+            objectReader = ByteReader(plain, context: "bthome v2 (decrypted payload)")
         } else {
-            try parseV2Objects(&r, readings: &readings, objects: &objects)
+            counter = nil
+            objectReader = r
         }
-        fields.append(("objects", .list(objects)))
-        return AdvertisementModel(formatName: "bthome", modelName: "bthome_v2", readings: readings, fields: fields)
+        var readings: [Reading] = []
+        readings.reserveCapacity(objectReader.remaining / 2)
+        var objects: [FieldValue] = []
+        var pr = objectReader
+        try parseV2Objects(&pr, readings: &readings, objects: &objects, buildingFields: false)
+        return AdvertisementModel(formatName: "bthome", modelName: "bthome_v2", readings: readings, deferredFields: {
+            var fields: [(String, FieldValue)] = [
+                ("version", .int(2)), ("encrypted", .bool(encrypted)),
+                ("mac_included", .bool(macIncluded)), ("trigger_based", .bool(trigger)),
+            ]
+            if let includedMAC { fields.append(("mac", Adv.macField(includedMAC))) }
+            if let counter { fields.append(("counter", .int(counter))) }
+            var r = objectReader
+            var unused: [Reading] = []
+            var objects: [FieldValue] = []
+            // Cannot fail: the same bytes decoded without error when the model was made.
+            try? parseV2Objects(&r, readings: &unused, objects: &objects, buildingFields: true)
+            fields.append(("objects", .list(objects)))
+            return fields
+        })
     }
 
-    static func decrypt(ctx: String, key: [UInt8], nonce: [UInt8], ciphertext: [UInt8], mic: [UInt8],
-                        aad: [UInt8], offset: Int) throws(DecodeError) -> [UInt8] {
+    static func decrypt(ctx: String, key: [UInt8], nonce: AESCCM.Nonce, ciphertext: ArraySlice<UInt8>,
+                        mic: ArraySlice<UInt8>, aad: [UInt8], offset: Int) throws(DecodeError) -> [UInt8] {
         do {
-            return try AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ciphertext, tag: mic, aad: aad)
+            return try AESCCM.decrypt(key: key, nonce: nonce, ciphertext: ciphertext, tag: mic, aad: aad[...])
         } catch .badKeyLength(let n) {
             throw DecodeError.invalidValue(context: ctx, offset: nil, expected: "a 16-byte bindkey",
                                            found: "\(n) bytes")
@@ -227,8 +231,9 @@ public enum BTHome {
         }
     }
 
-    static func parseV2Objects(_ r: inout ByteReader, readings: inout [Reading], objects: inout [FieldValue])
-        throws(DecodeError)
+    /// Decodes the v2 objects into `readings`, and into `objects` (the `objects` field) when `buildingFields`.
+    static func parseV2Objects(_ r: inout ByteReader, readings: inout [Reading], objects: inout [FieldValue],
+                               buildingFields: Bool) throws(DecodeError)
     {
         while !r.isAtEnd {
             let idOffset = r.offset
@@ -244,12 +249,15 @@ public enum BTHome {
             }
             let value = try r.bytes(length, lazyField: { "\(type.name) (object \(hexString(id)))" })
             try interpret(id: id, type: type, value: value, offset: idOffset, context: r.context,
-                          readings: &readings, objects: &objects)
+                          readings: &readings, objects: &objects, buildingFields: buildingFields)
         }
     }
 
+    /// ``objects`` indexed by id (no hashing on the hot path).
+    static let objectTable: [ObjectType?] = (0...255).map { objects[UInt8($0)] }
+
     @inline(__always)
-    static func objects_(_ id: UInt8) -> ObjectType? { objects[id] }
+    static func objects_(_ id: UInt8) -> ObjectType? { objectTable[Int(id)] }
 
     static func unsignedLE(_ b: ArraySlice<UInt8>) -> UInt64 {
         var v: UInt64 = 0
@@ -266,12 +274,17 @@ public enum BTHome {
         return Int64(bitPattern: v << shift) >> Int64(shift)
     }
 
+    /// Appends the readings of one object, and its `objects` entry when `buildingFields`.
     static func interpret(id: UInt8, type: ObjectType, value: ArraySlice<UInt8>, offset: Int, context: String,
-                          readings: inout [Reading], objects: inout [FieldValue]) throws(DecodeError) {
+                          readings: inout [Reading], objects: inout [FieldValue], buildingFields: Bool)
+        throws(DecodeError)
+    {
         var member: [(String, FieldValue)] = []
-        member.reserveCapacity(4)
-        member.append(("id", .string(hexString(id))))
-        member.append(("name", .string(type.name)))
+        if buildingFields {
+            member.reserveCapacity(4)
+            member.append(("id", .string(hexString(id))))
+            member.append(("name", .string(type.name)))
+        }
         switch type.coding {
         case .unsigned, .signed:
             let numeric: Double
@@ -281,7 +294,7 @@ public enum BTHome {
                 numeric = Adv.scaled(unsignedLE(value), type.decimals) * type.multiplier
             }
             let v = type.multiplier == 1 ? numeric : Adv.rounded(numeric, 2)
-            member.append(("value", .number(v)))
+            if buildingFields { member.append(("value", .number(v))) }
             if let kind = type.kind {
                 if isState(kind, id: id) {
                     readings.append(Reading(kind, v != 0, label: type.label))
@@ -291,15 +304,16 @@ public enum BTHome {
             }
         case .timestamp:
             let v = unsignedLE(value)
-            member.append(("value", .integer(v)))
+            if buildingFields { member.append(("value", .integer(v))) }
             readings.append(Reading(.timestamp, Double(v)))
         case .text:
             guard let s = String(validating: value, as: UTF8.self) else {
                 throw DecodeError.invalidValue(context: context, offset: offset + 2, expected: "UTF-8 text",
                                                found: "invalid UTF-8 bytes \(hexString(bytes: value))")
             }
-            member.append(("value", .string(s)))
+            if buildingFields { member.append(("value", .string(s))) }
         case .raw:
+            guard buildingFields else { break }
             if id == 0xF1 || id == 0xF2 {
                 member.append(("value", .string(value.reversed().map { String($0) }.joined(separator: "."))))
             } else {
@@ -309,17 +323,19 @@ public enum BTHome {
             let code = value[value.startIndex]
             if id == 0x3A {
                 let name = buttonEvents[code] ?? "unknown_\(hexString(code))"
-                member.append(("event", .string(name)))
+                if buildingFields { member.append(("event", .string(name))) }
                 readings.append(Reading(.button, text: name))
             } else {
                 let name = dimmerEvents[code] ?? "unknown_\(hexString(code))"
                 let steps = value[value.startIndex + 1]
-                member.append(("event", .string(name)))
-                member.append(("steps", .int(Int(steps))))
+                if buildingFields {
+                    member.append(("event", .string(name)))
+                    member.append(("steps", .int(Int(steps))))
+                }
                 readings.append(Reading(.dimmer, text: code == 0 ? name : "\(name) \(steps)"))
             }
         }
-        objects.append(.nested(member))
+        if buildingFields { objects.append(.nested(member)) }
     }
 
     /// Binary (state) objects are 0x0F...0x2D.
@@ -335,31 +351,55 @@ public enum BTHome {
     public static func decodeV1(_ data: [UInt8], uuid: UInt16, mac: DeviceAddress? = nil, bindkey: [UInt8]? = nil)
         throws(DecodeError) -> AdvertisementModel
     {
-        var ctx = "bthome v1"
-        var payload = data
-        var fields: [(String, FieldValue)] = [("version", .int(1)), ("encrypted", .bool(uuid == uuidV1Encrypted))]
-        if uuid == uuidV1Encrypted {
+        let ctx = "bthome v1"
+        let encrypted = uuid == uuidV1Encrypted
+        // The objects: from the payload itself, or from the decrypted payload.
+        let objectReader: ByteReader
+        let counter: Int?
+        if encrypted {
             guard data.count >= 8 else {
                 throw DecodeError.truncated(context: ctx, offset: 0, needed: 8, available: data.count,
                                             what: "encryption counter and MIC")
             }
             let (key, mac) = try requireDecryptionInputs(bindkey, mac, context: ctx, offset: 0)
-            let counter = Array(data.suffix(8).prefix(4))
-            var nonce: [UInt8] = []
-            nonce.reserveCapacity(12)
-            Adv.appendAddress(mac, to: &nonce, airOrder: false)
+            let c = data.count - 8  // counter (4), then MIC (4)
+            var nonce = AESCCM.Nonce()
+            nonce.appendAddress(mac, airOrder: false)
             nonce.append(0x1E); nonce.append(0x18)
-            nonce.append(contentsOf: counter)
-            payload = try decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: Array(data.dropLast(8)),
-                                  mic: Array(data.suffix(4)), aad: [0x11], offset: 0)
-            fields.append(("counter", .int(Int(unsignedLE(counter[...])))))
-            ctx += " (decrypted payload)"
+            for k in 0..<4 { nonce.append(data[c + k]) }
+            let plain = try decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: data.dropLast(8), mic: data.suffix(4),
+                                    aad: Adv.aad11, offset: 0)
+            counter = Int(unsignedLE(data[c..<(c + 4)]))
+            objectReader = ByteReader(plain, context: ctx + " (decrypted payload)")
         } else if uuid != uuidV1 {
             throw DecodeError.unsupported(context: ctx, what: "service data UUID \(hexString(uuid))")
+        } else {
+            counter = nil
+            objectReader = ByteReader(data, context: ctx)
         }
-        var r = ByteReader(payload, context: ctx)
         var readings: [Reading] = []
+        readings.reserveCapacity(objectReader.remaining / 3)
         var objects: [FieldValue] = []
+        var pr = objectReader
+        try parseV1Objects(&pr, readings: &readings, objects: &objects, buildingFields: false)
+        return AdvertisementModel(formatName: "bthome", modelName: "bthome_v1", readings: readings, deferredFields: {
+            var fields: [(String, FieldValue)] = [("version", .int(1)), ("encrypted", .bool(encrypted))]
+            if let counter { fields.append(("counter", .int(counter))) }
+            var r = objectReader
+            var unused: [Reading] = []
+            var objects: [FieldValue] = []
+            // Cannot fail: the same bytes decoded without error when the model was made.
+            try? parseV1Objects(&r, readings: &unused, objects: &objects, buildingFields: true)
+            fields.append(("objects", .list(objects)))
+            return fields
+        })
+    }
+
+    /// Decodes the v1 objects into `readings`, and into `objects` (the `objects` field) when `buildingFields`.
+    static func parseV1Objects(_ r: inout ByteReader, readings: inout [Reading], objects: inout [FieldValue],
+                               buildingFields: Bool) throws(DecodeError)
+    {
+        let ctx = r.context
         while !r.isAtEnd {
             let start = r.offset
             let control = try r.u8("object control byte")
@@ -372,7 +412,7 @@ public enum BTHome {
             let id = try r.u8("object id")
             let value = try r.bytes(length - 1, lazyField: { "object \(hexString(id)) value" })
             guard let known = objects_(id) else {
-                objects.append(.nested([("id", .string(hexString(id))), ("value", .bytes(Array(value)))]))
+                if buildingFields { objects.append(.nested([("id", .string(hexString(id))), ("value", .bytes(Array(value)))])) }
                 continue
             }
             let coding: Coding
@@ -393,8 +433,10 @@ public enum BTHome {
                 }
                 // The object's factor applies to float values too.
                 let scaledFloat = Adv.rounded(Adv.scaledDouble(f, known.decimals) * known.multiplier, 9)
-                objects.append(.nested([("id", .string(hexString(id))), ("name", .string(known.name)),
-                                        ("value", .number(scaledFloat))]))
+                if buildingFields {
+                    objects.append(.nested([("id", .string(hexString(id))), ("name", .string(known.name)),
+                                            ("value", .number(scaledFloat))]))
+                }
                 if let kind = known.kind {
                     readings.append(Reading(kind, scaledFloat, unit: known.unit, label: known.label))
                 }
@@ -413,9 +455,7 @@ public enum BTHome {
             let type = ObjectType(known.name, value.count, coding, coding == .text || coding == .raw ? nil : known.kind,
                                   known.decimals, unit: known.unit, label: known.label, multiplier: known.multiplier)
             try interpret(id: id, type: type, value: value, offset: start, context: ctx,
-                          readings: &readings, objects: &objects)
+                          readings: &readings, objects: &objects, buildingFields: buildingFields)
         }
-        fields.append(("objects", .list(objects)))
-        return AdvertisementModel(formatName: "bthome", modelName: "bthome_v1", readings: readings, fields: fields)
     }
 }

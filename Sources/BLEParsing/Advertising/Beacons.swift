@@ -22,8 +22,10 @@ public enum IBeacon {
         return AdvertisementModel(
             formatName: "ibeacon", modelName: "ibeacon",
             readings: [Reading(.txPower, Double(power), label: "measured_power_1m")],
-            fields: [("uuid", .string(uuid.string)), ("major", .int(Int(major))), ("minor", .int(Int(minor))),
-                     ("measured_power", .int(Int(power)))])
+            deferredFields: {
+                [("uuid", .string(uuid.string)), ("major", .int(Int(major))), ("minor", .int(Int(minor))),
+                 ("measured_power", .int(Int(power)))]
+            })
     }
 }
 

@@ -31,8 +31,10 @@ public enum ATCThermometer {
             return AdvertisementModel(
                 formatName: "atc1441", modelName: "atc1441",
                 readings: [Reading(.temperature, t), Reading(.humidity, h), Reading(.battery, b), Reading(.voltage, v)],
-                fields: [("mac", Adv.macField(mac)), ("temperature", .number(t)), ("humidity", .number(h)),
-                         ("battery", .number(b)), ("battery_mv", .int(Int(mv))), ("frame_counter", .int(Int(counter)))])
+                deferredFields: {
+                    [("mac", Adv.macField(mac)), ("temperature", .number(t)), ("humidity", .number(h)),
+                     ("battery", .number(b)), ("battery_mv", .int(Int(mv))), ("frame_counter", .int(Int(counter)))]
+                })
         case 15:
             var r = ByteReader(data, context: "pvvx")
             let mac = try r.address("MAC address")
@@ -46,9 +48,11 @@ public enum ATCThermometer {
             return AdvertisementModel(
                 formatName: "pvvx", modelName: "pvvx_custom",
                 readings: [Reading(.temperature, t), Reading(.humidity, h), Reading(.battery, b), Reading(.voltage, v)],
-                fields: [("mac", Adv.macField(mac)), ("temperature", .number(t)), ("humidity", .number(h)),
-                         ("battery_mv", .int(Int(mv))), ("battery", .number(b)), ("counter", .int(Int(counter))),
-                         ("flags", .string(hexString(flags)))])
+                deferredFields: {
+                    [("mac", Adv.macField(mac)), ("temperature", .number(t)), ("humidity", .number(h)),
+                     ("battery_mv", .int(Int(mv))), ("battery", .number(b)), ("counter", .int(Int(counter))),
+                     ("flags", .string(hexString(flags)))]
+                })
         case 8:
             throw DecodeError(kind: .unsupported, context: "atc/pvvx", offset: nil,
                               expected: "atc1441 (13 bytes), pvvx (15 bytes) or encrypted pvvx (11 bytes)",
@@ -66,9 +70,11 @@ public enum ATCThermometer {
         let ctx = "pvvx encrypted"
         let (key, mac) = try requireDecryptionInputs(bindkey, mac, context: ctx, offset: 0)
         let counter = data[0]
-        let nonce = mac.littleEndianBytes + [UInt8(data.count + 3), 0x16, 0x1A, 0x18, counter]
-        let plain = try BTHome.decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: Array(data[1..<7]),
-                                       mic: Array(data[7..<11]), aad: [0x11], offset: 1)
+        var nonce = AESCCM.Nonce()
+        nonce.appendAddress(mac, airOrder: true)
+        for b in [UInt8(data.count + 3), 0x16, 0x1A, 0x18, counter] { nonce.append(b) }
+        let plain = try BTHome.decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: data[1..<7],
+                                       mic: data[7..<11], aad: Adv.aad11, offset: 1)
         var r = ByteReader(plain, context: "pvvx encrypted (decrypted payload)")
         let t = Adv.scaled(try r.i16("temperature"), 2)
         let h = Adv.scaled(try r.u16("humidity"), 2)
@@ -77,8 +83,10 @@ public enum ATCThermometer {
         return AdvertisementModel(
             formatName: "pvvx", modelName: "pvvx_encrypted",
             readings: [Reading(.temperature, t), Reading(.humidity, h), Reading(.battery, b)],
-            fields: [("counter", .int(Int(counter))), ("temperature", .number(t)), ("humidity", .number(h)),
-                     ("battery", .number(b)), ("trigger", .string(hexString(trigger)))])
+            deferredFields: {
+                [("counter", .int(Int(counter))), ("temperature", .number(t)), ("humidity", .number(h)),
+                 ("battery", .number(b)), ("trigger", .string(hexString(trigger)))]
+            })
     }
 }
 
@@ -115,52 +123,43 @@ public enum Ruuvi {
         let sequence = try r.u16BE("measurement sequence")
         let macBytes = try r.bytes(6, "MAC address")
         try r.expectEnd()
-        var readings: [Reading] = []
-        readings.reserveCapacity(9)
-        var fields: [(String, FieldValue)] = [("data_format", .int(5))]
-        fields.reserveCapacity(13)
-        if tRaw != Int16.min {
-            let t = Adv.rounded(Double(tRaw) * 0.005, 3)
-            readings.append(Reading(.temperature, t)); fields.append(("temperature", .number(t)))
-        } else { fields.append(("temperature", .null)) }
-        if hRaw != 0xFFFF {
-            let h = Adv.rounded(Double(hRaw) * 0.0025, 4)
-            readings.append(Reading(.humidity, h)); fields.append(("humidity", .number(h)))
-        } else { fields.append(("humidity", .null)) }
-        if pRaw != 0xFFFF {
-            let pa = Int(pRaw) + 50_000
-            readings.append(Reading(.pressure, Adv.scaled(pa, 2))); fields.append(("pressure_pa", .int(pa)))
-        } else { fields.append(("pressure_pa", .null)) }
-        for (name, axis, v) in [("acceleration_x_g", "x", ax), ("acceleration_y_g", "y", ay), ("acceleration_z_g", "z", az)] {
-            if v != Int16.min {
-                let g = Adv.scaled(v, 3)
-                fields.append((name, .number(g)))
-                readings.append(Reading(.acceleration, Adv.rounded(g * 9.80665, 6), label: axis))
-            } else { fields.append((name, .null)) }
-        }
+        // "Not available" sentinels become nil: a null field and no reading.
+        let t = tRaw != Int16.min ? Adv.rounded(Double(tRaw) * 0.005, 3) : nil
+        let h = hRaw != 0xFFFF ? Adv.rounded(Double(hRaw) * 0.0025, 4) : nil
+        let pa = pRaw != 0xFFFF ? Int(pRaw) + 50_000 : nil
+        let gx = ax != Int16.min ? Adv.scaled(ax, 3) : nil
+        let gy = ay != Int16.min ? Adv.scaled(ay, 3) : nil
+        let gz = az != Int16.min ? Adv.scaled(az, 3) : nil
         let mvRaw = power >> 5
         let txRaw = power & 0x1F
-        if mvRaw != 2047 {
-            let v = Adv.scaled(Int(mvRaw) + 1600, 3)
-            readings.append(Reading(.voltage, v)); fields.append(("battery_voltage", .number(v)))
-        } else { fields.append(("battery_voltage", .null)) }
-        if txRaw != 31 {
-            let tx = Double(-40 + 2 * Int(txRaw))
-            readings.append(Reading(.txPower, tx)); fields.append(("tx_power", .number(tx)))
-        } else { fields.append(("tx_power", .null)) }
-        if movement != 0xFF {
-            readings.append(Reading(.count, Double(movement), label: "movement"))
-            fields.append(("movement_counter", .int(Int(movement))))
-        } else { fields.append(("movement_counter", .null)) }
-        if sequence != 0xFFFF {
-            fields.append(("measurement_sequence", .int(Int(sequence))))
-        } else { fields.append(("measurement_sequence", .null)) }
-        if macBytes.allSatisfy({ $0 == 0xFF }) {
-            fields.append(("mac", .null))
-        } else {
-            fields.append(("mac", Adv.macField(try DeviceAddress(bytes: macBytes))))
-        }
-        return AdvertisementModel(formatName: "ruuvi", modelName: "ruuvi_rawv2", readings: readings, fields: fields)
+        let v = mvRaw != 2047 ? Adv.scaled(Int(mvRaw) + 1600, 3) : nil
+        let tx = txRaw != 31 ? Double(-40 + 2 * Int(txRaw)) : nil
+        let moves = movement != 0xFF ? Int(movement) : nil
+        let seq = sequence != 0xFFFF ? Int(sequence) : nil
+        let mac = macBytes.allSatisfy({ $0 == 0xFF }) ? nil : try DeviceAddress(bytes: macBytes)
+
+        var readings: [Reading] = []
+        readings.reserveCapacity(9)
+        if let t { readings.append(Reading(.temperature, t)) }
+        if let h { readings.append(Reading(.humidity, h)) }
+        if let pa { readings.append(Reading(.pressure, Adv.scaled(pa, 2))) }
+        if let gx { readings.append(Reading(.acceleration, Adv.rounded(gx * 9.80665, 6), label: "x")) }
+        if let gy { readings.append(Reading(.acceleration, Adv.rounded(gy * 9.80665, 6), label: "y")) }
+        if let gz { readings.append(Reading(.acceleration, Adv.rounded(gz * 9.80665, 6), label: "z")) }
+        if let v { readings.append(Reading(.voltage, v)) }
+        if let tx { readings.append(Reading(.txPower, tx)) }
+        if let moves { readings.append(Reading(.count, Double(moves), label: "movement")) }
+        return AdvertisementModel(formatName: "ruuvi", modelName: "ruuvi_rawv2", readings: readings, deferredFields: {
+            func number(_ x: Double?) -> FieldValue { x.map { .number($0) } ?? .null }
+            func int(_ x: Int?) -> FieldValue { x.map { .int($0) } ?? .null }
+            return [
+                ("data_format", .int(5)), ("temperature", number(t)), ("humidity", number(h)),
+                ("pressure_pa", int(pa)), ("acceleration_x_g", number(gx)), ("acceleration_y_g", number(gy)),
+                ("acceleration_z_g", number(gz)), ("battery_voltage", number(v)), ("tx_power", number(tx)),
+                ("movement_counter", int(moves)), ("measurement_sequence", int(seq)),
+                ("mac", mac.map { Adv.macField($0) } ?? .null),
+            ]
+        })
     }
 
     static func decodeRAWv1(_ data: [UInt8]) throws(DecodeError) -> AdvertisementModel {

@@ -35,38 +35,35 @@ public enum MiBeacon {
         let macIncluded = fc & 0x0010 != 0
         let capabilityIncluded = fc & 0x0020 != 0
         let objectIncluded = fc & 0x0040 != 0
-        let mesh = fc & 0x0080 != 0
         let version = Int(fc >> 12)
-        var fields: [(String, FieldValue)] = []
-        fields.reserveCapacity(13)
-        fields += [
-            ("frame_control", Adv.hex16(fc)), ("version", .int(version)), ("encrypted", .bool(encrypted)),
-            ("mesh", .bool(mesh)), ("product_id", Adv.hex16(productID)),
-        ]
+        let includedMAC: DeviceAddress? = try macIncluded ? r.address("MAC address") : nil
+        let capability: UInt8? = try capabilityIncluded ? r.u8("capability") : nil
+        let io: UInt8? = try (capability ?? 0) & 0x20 != 0 ? r.u8("I/O capability") : nil
         let product = products[productID]
-        if let product { fields.append(("product", .string(product))) }
-        fields.append(("frame_counter", .int(Int(frameCounter))))
-        var address = mac
-        if macIncluded {
-            let a = try r.address("MAC address")
-            address = a
-            fields.append(("mac", Adv.macField(a)))
+        let modelName = product ?? "product_" + hexString(productID)
+        /// The header fields in layout order (built only when `fields` is read).
+        @Sendable func headerFields() -> [(String, FieldValue)] {
+            var fields: [(String, FieldValue)] = []
+            fields.reserveCapacity(13)
+            fields += [
+                ("frame_control", Adv.hex16(fc)), ("version", .int(version)), ("encrypted", .bool(encrypted)),
+                ("mesh", .bool(fc & 0x0080 != 0)), ("product_id", Adv.hex16(productID)),
+            ]
+            if let product { fields.append(("product", .string(product))) }
+            fields.append(("frame_counter", .int(Int(frameCounter))))
+            if let includedMAC { fields.append(("mac", Adv.macField(includedMAC))) }
+            if let capability { fields.append(("capability", .string(hexString(capability)))) }
+            if let io { fields.append(("io_capability", .string(hexString(io)))) }
+            return fields
         }
-        if capabilityIncluded {
-            let cap = try r.u8("capability")
-            fields.append(("capability", .string(hexString(cap))))
-            if cap & 0x20 != 0 {
-                let io = try r.u8("I/O capability")
-                fields.append(("io_capability", .string(hexString(io))))
-            }
-        }
-        var readings: [Reading] = []
-        var objects: [FieldValue] = []
-        let modelName = product ?? "product_\(hexString(productID))"
         guard objectIncluded else {
-            fields.append(("objects", .list([])))
-            return AdvertisementModel(formatName: "xiaomi_mibeacon", modelName: modelName, readings: [], fields: fields)
+            return AdvertisementModel(formatName: "xiaomi_mibeacon", modelName: modelName, readings: [], deferredFields: {
+                headerFields() + [("objects", .list([]))]
+            })
         }
+        // The objects: from the payload itself, or from the decrypted payload.
+        let objectReader: ByteReader
+        let extendedCounter: Int?
         if encrypted {
             guard version >= 4 else {
                 throw DecodeError(kind: .unsupported, context: ctx, offset: 0,
@@ -78,44 +75,66 @@ public enum MiBeacon {
                 throw DecodeError.truncated(context: ctx, offset: start, needed: 7, available: body.count,
                                             what: "extended counter and MIC")
             }
-            let (key, address) = try requireDecryptionInputs(bindkey, address, context: ctx, offset: start)
+            let (key, address) = try requireDecryptionInputs(bindkey, includedMAC ?? mac, context: ctx, offset: start)
             let extStart = body.endIndex - 7  // body.count >= 7 (checked above)
             let ext = (body[extStart], body[extStart + 1], body[extStart + 2])
-            var nonce: [UInt8] = []
-            nonce.reserveCapacity(12)
-            Adv.appendAddress(address, to: &nonce, airOrder: true)
+            var nonce = AESCCM.Nonce()
+            nonce.appendAddress(address, airOrder: true)
             nonce.append(UInt8(productID & 0xFF)); nonce.append(UInt8(productID >> 8)); nonce.append(frameCounter)
             nonce.append(ext.0); nonce.append(ext.1); nonce.append(ext.2)
-            let plain = try BTHome.decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: Array(body.dropLast(7)),
-                                           mic: Array(body.suffix(4)), aad: [0x11], offset: start)
-            fields.append(("extended_counter", .int(Int(ext.0) | Int(ext.1) << 8 | Int(ext.2) << 16)))
-            var pr = ByteReader(plain, context: "xiaomi mibeacon (decrypted payload)")
-            try parseObjects(&pr, readings: &readings, objects: &objects)
+            let plain = try BTHome.decrypt(ctx: ctx, key: key, nonce: nonce, ciphertext: body.dropLast(7),
+                                           mic: body.suffix(4), aad: Adv.aad11, offset: start)
+            extendedCounter = Int(ext.0) | Int(ext.1) << 8 | Int(ext.2) << 16
+            objectReader = ByteReader(plain, context: "xiaomi mibeacon (decrypted payload)")
         } else {
-            try parseObjects(&r, readings: &readings, objects: &objects)
+            extendedCounter = nil
+            objectReader = r
         }
-        fields.append(("objects", .list(objects)))
-        return AdvertisementModel(formatName: "xiaomi_mibeacon", modelName: modelName, readings: readings, fields: fields)
+        var readings: [Reading] = []
+        readings.reserveCapacity(2)
+        var objects: [FieldValue] = []
+        var pr = objectReader
+        try parseObjects(&pr, readings: &readings, objects: &objects, buildingFields: false)
+        return AdvertisementModel(formatName: "xiaomi_mibeacon", modelName: modelName, readings: readings, deferredFields: {
+            var fields = headerFields()
+            if let extendedCounter { fields.append(("extended_counter", .int(extendedCounter))) }
+            fields.append(("objects", .list(objectFields(objectReader))))
+            return fields
+        })
     }
 
-    static func parseObjects(_ r: inout ByteReader, readings: inout [Reading], objects: inout [FieldValue])
-        throws(DecodeError)
+    /// The `objects` field of the objects that `reader` (positioned at the first
+    /// object) decoded without error before.
+    static func objectFields(_ reader: ByteReader) -> [FieldValue] {
+        var r = reader
+        var readings: [Reading] = []
+        var objects: [FieldValue] = []
+        // Cannot fail: the same bytes decoded without error when the model was made.
+        try? parseObjects(&r, readings: &readings, objects: &objects, buildingFields: true)
+        return objects
+    }
+
+    /// Decodes the objects into `readings`, and into `objects` (the `objects` field) when `buildingFields`.
+    static func parseObjects(_ r: inout ByteReader, readings: inout [Reading], objects: inout [FieldValue],
+                             buildingFields: Bool) throws(DecodeError)
     {
         while !r.isAtEnd {
             let start = r.offset
             // Fewer than 3 bytes cannot hold an object header; devices such as
             // the MMC-W505 append one stray byte. Record and stop.
             if r.remaining < 3 {
-                objects.append(.nested([("trailing_bytes", .bytes(Array(r.rest())))]))
+                let trailing = r.rest()
+                if buildingFields { objects.append(.nested([("trailing_bytes", .bytes(Array(trailing)))])) }
                 break
             }
             let id = try r.u16("object id")
             let length = Int(try r.u8("object length"))
             let value = try r.bytes(length, lazyField: { "object \(hexString(id)) value" })
             var vr = ByteReader(value, context: r.context)
-            var member: [(String, FieldValue)] = []
-            member.reserveCapacity(4)
-            member.append(("id", .string(hexString(id))))
+            /// The object's entry in `objects`: its id and `members` (evaluated only when building fields).
+            func describe(_ members: @autoclosure () -> [(String, FieldValue)]) {
+                if buildingFields { objects.append(.nested([("id", .string(hexString(id)))] + members())) }
+            }
             func need(_ n: Int) throws(DecodeError) {
                 if value.count < n {
                     throw DecodeError.invalidValue(context: r.context, offset: start + 2,
@@ -127,118 +146,119 @@ public enum MiBeacon {
             case 0x1004:
                 try need(2)
                 let t = Adv.scaled(try vr.i16(), 1)
-                member += [("name", .string("temperature")), ("value", .number(t))]
+                describe([("name", .string("temperature")), ("value", .number(t))])
                 readings.append(Reading(.temperature, t))
             case 0x1006:
                 try need(2)
                 let h = Adv.scaled(try vr.u16(), 1)
-                member += [("name", .string("humidity")), ("value", .number(h))]
+                describe([("name", .string("humidity")), ("value", .number(h))])
                 readings.append(Reading(.humidity, h))
             case 0x1007:
                 try need(3)
                 let lx = Double(try vr.u24())
-                member += [("name", .string("illuminance")), ("value", .number(lx))]
+                describe([("name", .string("illuminance")), ("value", .number(lx))])
                 readings.append(Reading(.illuminance, lx))
             case 0x1008:
                 try need(1)
                 let m = Double(try vr.u8())
-                member += [("name", .string("moisture")), ("value", .number(m))]
+                describe([("name", .string("moisture")), ("value", .number(m))])
                 readings.append(Reading(.moisture, m))
             case 0x1009:
                 try need(2)
                 let c = Double(try vr.u16())
-                member += [("name", .string("conductivity")), ("value", .number(c))]
+                describe([("name", .string("conductivity")), ("value", .number(c))])
                 readings.append(Reading(.conductivity, c))
             case 0x100A, 0x4803, 0x4C03:
                 try need(1)
                 let b = Double(try vr.u8())
-                member += [("name", .string("battery")), ("value", .number(b))]
+                describe([("name", .string("battery")), ("value", .number(b))])
                 readings.append(Reading(.battery, b))
             case 0x100D:
                 try need(4)
                 let t = Adv.scaled(try vr.i16(), 1)
                 let h = Adv.scaled(try vr.u16(), 1)
-                member += [("name", .string("temperature_humidity")), ("temperature", .number(t)), ("humidity", .number(h))]
+                describe([("name", .string("temperature_humidity")), ("temperature", .number(t)), ("humidity", .number(h))])
                 readings.append(Reading(.temperature, t))
                 readings.append(Reading(.humidity, h))
             case 0x1010:
                 try need(2)
                 // Formaldehyde in mg/m³ (no shared reading kind; field only).
                 let f = Adv.scaled(try vr.u16(), 2)
-                member += [("name", .string("formaldehyde")), ("value", .number(f)), ("unit", .string("mg/m³"))]
+                describe([("name", .string("formaldehyde")), ("value", .number(f)), ("unit", .string("mg/m³"))])
             case 0x1012:
                 try need(1)
                 let on = try vr.u8() != 0
-                member += [("name", .string("power")), ("value", .bool(on))]
+                describe([("name", .string("power")), ("value", .bool(on))])
                 readings.append(Reading(.binary, on, label: "power"))
             case 0x1013:
                 try need(1)
-                member += [("name", .string("consumable")), ("value", .int(Int(try vr.u8()))), ("unit", .string("%"))]
+                let level = Int(try vr.u8())
+                describe([("name", .string("consumable")), ("value", .int(level)), ("unit", .string("%"))])
             case 0x1014:
                 try need(1)
                 let wet = try vr.u8() != 0
-                member += [("name", .string("moisture_detected")), ("value", .bool(wet))]
+                describe([("name", .string("moisture_detected")), ("value", .bool(wet))])
                 readings.append(Reading(.moisture, wet))
             case 0x1015:
                 try need(1)
                 let smoke = try vr.u8() != 0
-                member += [("name", .string("smoke")), ("value", .bool(smoke))]
+                describe([("name", .string("smoke")), ("value", .bool(smoke))])
                 readings.append(Reading(.smoke, smoke))
             case 0x1017:
                 try need(4)
                 let s = try vr.u32()
-                member += [("name", .string("no_motion_time")), ("value", .int(Int(s)))]
+                describe([("name", .string("no_motion_time")), ("value", .int(Int(s)))])
                 readings.append(Reading(.duration, Double(s), label: "no_motion"))
             case 0x1018:
                 try need(1)
                 let light = try vr.u8() != 0
-                member += [("name", .string("light")), ("value", .bool(light))]
+                describe([("name", .string("light")), ("value", .bool(light))])
                 readings.append(Reading(.light, light))
             case 0x1019:
                 try need(1)
                 let state = try vr.u8()
-                let names: [UInt8: String] = [0: "open", 1: "closed", 2: "left_open", 3: "device_reset"]
-                member += [("name", .string("door")), ("value", .string(names[state] ?? "unknown_\(hexString(state))"))]
+                describe([("name", .string("door")), ("value", .string(doorStates[state] ?? "unknown_\(hexString(state))"))])
                 if state <= 2 { readings.append(Reading(.opening, state != 1)) }
             case 0x000F:
                 try need(3)
                 let lx = Double(try vr.u24())
-                member += [("name", .string("motion_with_illuminance")), ("illuminance", .number(lx))]
+                describe([("name", .string("motion_with_illuminance")), ("illuminance", .number(lx))])
                 readings.append(Reading(.motion, true))
                 readings.append(Reading(.illuminance, lx))
             case 0x0003:
-                member += [("name", .string("motion"))]
+                describe([("name", .string("motion"))])
                 readings.append(Reading(.motion, true))
             case 0x4818:
                 try need(2)
                 let s = try vr.u16()
-                member += [("name", .string("no_motion_duration")), ("value", .int(Int(s)))]
+                describe([("name", .string("no_motion_duration")), ("value", .int(Int(s)))])
                 readings.append(Reading(.duration, Double(s), label: "no_motion"))
             case 0x4A08:
                 try need(4)
                 let lx = Double(try vr.f32())
-                member += [("name", .string("motion_with_illuminance")), ("illuminance", .number(lx))]
+                describe([("name", .string("motion_with_illuminance")), ("illuminance", .number(lx))])
                 readings.append(Reading(.motion, true))
                 readings.append(Reading(.illuminance, lx))
             case 0x4C01:
                 try need(4)
                 let t = Adv.rounded(Double(try vr.f32()), 2)
-                member += [("name", .string("temperature")), ("value", .number(t))]
+                describe([("name", .string("temperature")), ("value", .number(t))])
                 readings.append(Reading(.temperature, t))
             case 0x4C02:
                 try need(1)
                 let h = Double(try vr.u8())
-                member += [("name", .string("humidity")), ("value", .number(h))]
+                describe([("name", .string("humidity")), ("value", .number(h))])
                 readings.append(Reading(.humidity, h))
             case 0x4C08:
                 try need(4)
                 let h = Adv.rounded(Double(try vr.f32()), 2)
-                member += [("name", .string("humidity")), ("value", .number(h))]
+                describe([("name", .string("humidity")), ("value", .number(h))])
                 readings.append(Reading(.humidity, h))
             default:
-                member += [("name", .string("unsupported")), ("value", .bytes(Array(value)))]
+                describe([("name", .string("unsupported")), ("value", .bytes(Array(value)))])
             }
-            objects.append(.nested(member))
         }
     }
+
+    static let doorStates: [UInt8: String] = [0: "open", 1: "closed", 2: "left_open", 3: "device_reset"]
 }
