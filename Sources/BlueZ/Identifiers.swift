@@ -1,0 +1,127 @@
+import DBus
+
+/// A Bluetooth device address (BD_ADDR), written most significant byte
+/// first as bluetoothd shows it: `AA:BB:CC:DD:EE:FF`.
+public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConvertible, Codable {
+    /// The six bytes, most significant first.
+    public let bytes: [UInt8]
+
+    public init(bytes: [UInt8]) throws(BlueZError) {
+        guard bytes.count == 6 else {
+            throw .invalidArgument("a Bluetooth address has 6 bytes, got \(bytes.count)")
+        }
+        self.bytes = bytes
+    }
+
+    /// Parses `AA:BB:CC:DD:EE:FF` (or with `-` or `_` separators, any case).
+    public init(_ text: String) throws(BlueZError) {
+        let parts = text.split(omittingEmptySubsequences: false) { $0 == ":" || $0 == "-" || $0 == "_" }
+        guard parts.count == 6 else {
+            throw .invalidArgument("\"\(text)\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF)")
+        }
+        var out: [UInt8] = []
+        for part in parts {
+            guard part.count == 2, let b = UInt8(part, radix: 16) else {
+                throw .invalidArgument("\"\(text)\" is not a Bluetooth address: \"\(part)\" is not a hex byte")
+            }
+            out.append(b)
+        }
+        bytes = out
+    }
+
+    public var description: String { bytes.map { hex2($0) }.joined(separator: ":") }
+
+    /// The form bluetoothd uses in object paths: `AA_BB_CC_DD_EE_FF`.
+    public var pathComponent: String { bytes.map { hex2($0) }.joined(separator: "_") }
+
+    public static func < (a: BluetoothAddress, b: BluetoothAddress) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        do { try self.init(text) } catch { throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "\(error)")) }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+}
+
+@inline(__always) func hex2(_ b: UInt8) -> String {
+    let digits: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "A", "B", "C", "D", "E", "F"]
+    return String([digits[Int(b >> 4)], digits[Int(b & 0xF)]])
+}
+
+/// An adapter, e.g. `hci0` at `/org/bluez/hci0`.
+public struct AdapterID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let path: ObjectPath
+    /// The adapter's name, `hci0`.
+    public var name: String { String(path.lastElement) }
+
+    public init(path: ObjectPath) { self.path = path }
+
+    /// `hci0` → `/org/bluez/hci0`.
+    public init(name: String) throws(BlueZError) {
+        guard !name.isEmpty, name.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x41 && $0 <= 0x5A) || $0 == 0x5F }) else {
+            throw .invalidArgument("\"\(name)\" is not an adapter name (expected something like hci0)")
+        }
+        do {
+            path = try ObjectPath("/org/bluez/\(name)")
+        } catch {
+            throw .invalidArgument("\"\(name)\" is not an adapter name: \(error)")
+        }
+    }
+
+    public var description: String { name }
+    public static func < (a: AdapterID, b: AdapterID) -> Bool { a.path < b.path }
+}
+
+/// A remote device as one adapter knows it: `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF`.
+public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let path: ObjectPath
+    public let adapter: AdapterID
+    public let address: BluetoothAddress
+
+    public init(adapter: AdapterID, address: BluetoothAddress) {
+        self.adapter = adapter
+        self.address = address
+        // An adapter path plus dev_ and hex digits is always a valid path.
+        self.path = (try? adapter.path.appending("dev_" + address.pathComponent)) ?? adapter.path
+    }
+
+    /// Recognises a device path; nil for anything else.
+    public init?(path: ObjectPath) {
+        let last = path.lastElement
+        guard last.hasPrefix("dev_"), let address = try? BluetoothAddress(String(last.dropFirst(4))),
+              let parent = path.parent, parent != .root else { return nil }
+        self.path = path
+        self.adapter = AdapterID(path: parent)
+        self.address = address
+    }
+
+    public var description: String { address.description }
+    public static func < (a: DeviceID, b: DeviceID) -> Bool { a.path < b.path }
+}
+
+/// A GATT attribute below a device (service, characteristic or descriptor):
+/// the path names its parents, so each ID knows its device.
+public struct GATTAttributeID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let path: ObjectPath
+    public let device: DeviceID
+
+    public init?(path: ObjectPath) {
+        var cursor: ObjectPath? = path.parent
+        while let p = cursor, p != .root {
+            if let device = DeviceID(path: p) {
+                self.path = path
+                self.device = device
+                return
+            }
+            cursor = p.parent
+        }
+        return nil
+    }
+
+    public var description: String { path.rawValue }
+    public static func < (a: GATTAttributeID, b: GATTAttributeID) -> Bool { a.path < b.path }
+}

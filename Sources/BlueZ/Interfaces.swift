@@ -1,0 +1,18 @@
+import DBus
+
+/// bluetoothd's D-Bus names (doc/org.bluez.*.rst in the BlueZ tree).
+public enum BlueZInterface {
+    public static let service = "org.bluez"
+    public static let adapter = "org.bluez.Adapter1"
+    public static let device = "org.bluez.Device1"
+    public static let gattService = "org.bluez.GattService1"
+    public static let gattCharacteristic = "org.bluez.GattCharacteristic1"
+    public static let gattDescriptor = "org.bluez.GattDescriptor1"
+    public static let battery = "org.bluez.Battery1"
+    public static let agentManager = "org.bluez.AgentManager1"
+    public static let agent = "org.bluez.Agent1"
+    public static let properties = "org.freedesktop.DBus.Properties"
+    public static let objectManager = "org.freedesktop.DBus.ObjectManager"
+    /// Where AgentManager1 lives.
+    public static let managerPath: ObjectPath = "/org/bluez"
+}

@@ -1,0 +1,276 @@
+import DBus
+import Synchronization
+
+/// One live mirror of bluetoothd's object tree over one connection.
+///
+/// Start-up order makes it race-free: the signal rules (InterfacesAdded,
+/// InterfacesRemoved, PropertiesChanged, all from `org.bluez`) are in place
+/// before GetManagedObjects is called. Signals that bluetoothd sent before
+/// its reply (a lower message serial) are already part of the reply and are
+/// dropped; later ones are applied on top. After that the tree changes only
+/// through signals — nothing is polled.
+///
+/// When `org.bluez` loses its owner the snapshot becomes empty and
+/// ``BlueZSnapshot/available`` false; when bluetoothd returns, the tree is
+/// enumerated again and ``BlueZEvent/availability(_:)`` reports it.
+public final class BlueZMirror: Sendable {
+    public let connection: DBusConnection
+
+    private struct State {
+        var snapshot = BlueZSnapshot()
+        /// Set while an enumeration is in flight: signals wait here with
+        /// their serials until the reply says which ones it already holds.
+        var pending: [DBusMessage]? = []
+        var owner: String?
+        var subscribers: [UInt64: AsyncStream<BlueZEvent>.Continuation] = [:]
+        var nextSubscriber: UInt64 = 0
+        var waiters: [UInt64: (check: @Sendable (BlueZSnapshot) -> Bool, resume: @Sendable () -> Void)] = [:]
+        var changes: UInt64 = 0
+        /// Why the last enumeration failed, if it did.
+        var problem: BlueZError?
+    }
+
+    private let state = Mutex(State())
+    private let registrations = Mutex<[DBusSignalHandlerRegistration]>([])
+    private let ownerTask = Mutex<Task<Void, Never>?>(nil)
+
+    private init(connection: DBusConnection) {
+        self.connection = connection
+    }
+
+    deinit {
+        ownerTask.withLock { $0?.cancel() }
+        state.withLock { s in
+            for (_, c) in s.subscribers { c.finish() }
+        }
+    }
+
+    /// Subscribes, enumerates and starts following bluetoothd. Returns once
+    /// the first enumeration is done (or bluetoothd was found absent).
+    public static func start(connection: DBusConnection) async throws(BlueZError) -> BlueZMirror {
+        let mirror = BlueZMirror(connection: connection)
+        do {
+            let objectManager = DBusMatchRule(sender: BlueZInterface.service, interface: BlueZInterface.objectManager, path: .root)
+            let properties = DBusMatchRule(sender: BlueZInterface.service, interface: BlueZInterface.properties,
+                                           member: "PropertiesChanged", pathNamespace: BlueZInterface.managerPath)
+            let a = try await connection.addSignalHandler(matching: objectManager) { [weak mirror] m in mirror?.received(m) }
+            let b = try await connection.addSignalHandler(matching: properties) { [weak mirror] m in mirror?.received(m) }
+            mirror.registrations.withLock { $0 = [a, b] }
+            let owners = try await connection.nameOwnerChanges(of: BlueZInterface.service)
+            var iterator = owners.makeAsyncIterator()
+            let first = try await iterator.next() ?? nil
+            try await mirror.ownerChanged(to: first)
+            let task = Task { [weak mirror] in
+                do {
+                    while let owner = try await iterator.next() {
+                        guard let mirror else { return }
+                        do {
+                            try await mirror.ownerChanged(to: owner)
+                        } catch {
+                            mirror.state.withLock { $0.problem = BlueZError.from(error) }
+                        }
+                    }
+                } catch {}
+                mirror?.ownerChanged(toNothing: ())
+            }
+            mirror.ownerTask.withLock { $0 = task }
+        } catch {
+            throw .from(error)
+        }
+        return mirror
+    }
+
+    /// The tree now.
+    public func snapshot() -> BlueZSnapshot { state.withLock { $0.snapshot } }
+
+    /// Why the mirror could not enumerate bluetoothd the last time it tried
+    /// (nil after a successful enumeration).
+    public var problem: BlueZError? { state.withLock { $0.problem } }
+
+    /// How many signals have been applied so far (for benchmarks and tests).
+    public var appliedChanges: UInt64 { state.withLock { $0.changes } }
+
+    /// Every change from now on. A consumer that falls more than
+    /// `bufferCapacity` events behind loses the oldest and should re-read
+    /// ``snapshot()`` (the mirror itself never loses anything).
+    public func events(bufferCapacity: Int = 4096) -> AsyncStream<BlueZEvent> {
+        let (stream, continuation) = AsyncStream<BlueZEvent>.makeStream(bufferingPolicy: .bufferingNewest(bufferCapacity))
+        let id = state.withLock { s -> UInt64 in
+            s.nextSubscriber += 1
+            s.subscribers[s.nextSubscriber] = continuation
+            return s.nextSubscriber
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Waits until `condition` holds for the snapshot (checked now and after
+    /// every change), e.g. a device's ServicesResolved. Throws
+    /// ``BlueZError/timedOut(_:)`` after `timeout`.
+    public func wait(
+        for what: String, timeout: Duration = .seconds(30),
+        until condition: @escaping @Sendable (BlueZSnapshot) -> Bool
+    ) async throws(BlueZError) {
+        let id: UInt64? = state.withLock { s in
+            if condition(s.snapshot) { return nil }
+            s.nextSubscriber += 1
+            return s.nextSubscriber
+        }
+        guard let id else { return }
+        let resumed = Mutex(false)
+        let outcome: Bool = await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                let once: @Sendable (Bool) -> Void = { value in
+                    let first = resumed.withLock { done -> Bool in
+                        if done { return false }
+                        done = true
+                        return true
+                    }
+                    if first { c.resume(returning: value) }
+                }
+                let satisfiedNow = state.withLock { s -> Bool in
+                    if condition(s.snapshot) { return true }
+                    s.waiters[id] = (condition, { once(true) })
+                    return false
+                }
+                if satisfiedNow { once(true); return }
+                Task {
+                    try? await Task.sleep(for: timeout)
+                    self.state.withLock { _ = $0.waiters.removeValue(forKey: id) }
+                    once(false)
+                }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume()
+        }
+        if Task.isCancelled { throw .cancelled }
+        if !outcome { throw .timedOut(what) }
+    }
+
+    // MARK: Internals
+
+    private func ownerChanged(to owner: String?) async throws {
+        guard let owner else {
+            ownerChanged(toNothing: ())
+            return
+        }
+        state.withLock { s in
+            s.owner = owner
+            s.pending = []
+        }
+        // bluetoothd takes its name a moment before its ObjectManager is
+        // attached: an UnknownObject/UnknownMethod answer then means "not
+        // yet", so ask again with growing pauses (about 6 s in all).
+        var reply: DBusMessage?
+        var delay = Duration.milliseconds(25)
+        for attempt in 0..<9 {
+            do {
+                reply = try await connection.call(destination: BlueZInterface.service, path: .root,
+                                                  interface: BlueZInterface.objectManager, member: "GetManagedObjects")
+                break
+            } catch {
+                let mapped = BlueZError.from(error)
+                let sameOwner = state.withLock { $0.owner == owner }
+                guard case .notFound = mapped, sameOwner, attempt < 8 else {
+                    // bluetoothd left again before answering (the owner stream
+                    // will say so), or it answers but not as BlueZ does.
+                    state.withLock { if $0.owner == owner { $0.pending = nil } }
+                    throw mapped
+                }
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(1))
+            }
+        }
+        guard let reply else { throw BlueZError.unavailable }
+        guard reply.signature.rawValue == "a{oa{sa{sv}}}", let body = reply.body.first else {
+            state.withLock { $0.pending = nil }
+            throw BlueZError.unexpectedReply("GetManagedObjects returned \"\(reply.signature)\" instead of \"a{oa{sa{sv}}}\"")
+        }
+        let managed: [ObjectPath: [String: [String: DBusValue]]]
+        do {
+            managed = try body.decode()
+        } catch {
+            state.withLock { $0.pending = nil }
+            throw BlueZError.unexpectedReply("GetManagedObjects: \(error)")
+        }
+        let sender = reply.sender
+        publish { s in
+            guard s.owner == owner else { return [] }
+            s.snapshot.reset(to: managed)
+            s.problem = nil
+            var events: [BlueZEvent] = [.resynchronized, .availability(true)]
+            for m in s.pending ?? [] where m.sender == sender && m.serial > reply.serial {
+                events += self.apply(m, to: &s)
+            }
+            s.pending = nil
+            return events
+        }
+    }
+
+    private func ownerChanged(toNothing _: Void) {
+        publish { s in
+            let was = s.snapshot.available
+            s.owner = nil
+            s.pending = nil
+            s.snapshot.markUnavailable()
+            return was ? [.availability(false)] : []
+        }
+    }
+
+    /// Runs on the connection's I/O thread for every matching signal.
+    private func received(_ message: DBusMessage) {
+        publish { s in
+            if s.pending != nil {
+                s.pending?.append(message)
+                return []
+            }
+            guard s.snapshot.available else { return [] }
+            return self.apply(message, to: &s)
+        }
+    }
+
+    private func apply(_ m: DBusMessage, to s: inout State) -> [BlueZEvent] {
+        guard let path = m.path else { return [] }
+        s.changes &+= 1
+        switch (m.interface, m.member) {
+        case (BlueZInterface.objectManager, "InterfacesAdded"):
+            guard m.body.count == 2, case let .objectPath(object) = m.body[0],
+                  let interfaces = try? m.body[1].decode(as: [String: [String: DBusValue]].self) else { return [] }
+            s.snapshot.add(object, interfaces)
+            return [.interfacesAdded(object, interfaces.keys.sorted())]
+        case (BlueZInterface.objectManager, "InterfacesRemoved"):
+            guard m.body.count == 2, case let .objectPath(object) = m.body[0],
+                  let names = try? m.body[1].decode(as: [String].self) else { return [] }
+            s.snapshot.remove(object, names)
+            return [.interfacesRemoved(object, names)]
+        case (BlueZInterface.properties, "PropertiesChanged"):
+            guard m.body.count == 3, case let .string(interface) = m.body[0],
+                  let changed = try? m.body[1].decode(as: [String: DBusValue].self),
+                  let invalidated = try? m.body[2].decode(as: [String].self) else { return [] }
+            guard s.snapshot.change(path, interface, changed, invalidated) else { return [] }
+            return [.propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)]
+        default:
+            return []
+        }
+    }
+
+    /// Mutates the state under the lock, then delivers the resulting events
+    /// and wakes satisfied waiters outside it.
+    private func publish(_ body: (inout State) -> [BlueZEvent]) {
+        let (events, subscribers, ready): ([BlueZEvent], [AsyncStream<BlueZEvent>.Continuation], [@Sendable () -> Void]) = state.withLock { s in
+            let events = body(&s)
+            guard !events.isEmpty else { return ([], [], []) }
+            var ready: [@Sendable () -> Void] = []
+            for (id, w) in s.waiters where w.check(s.snapshot) {
+                ready.append(w.resume)
+                s.waiters[id] = nil
+            }
+            return (events, Array(s.subscribers.values), ready)
+        }
+        for c in subscribers { for e in events { c.yield(e) } }
+        for r in ready { r() }
+    }
+}

@@ -1,0 +1,137 @@
+import DBus
+
+/// A change to bluetoothd's object tree, as the mirror applied it.
+public enum BlueZEvent: Sendable, Equatable {
+    /// bluetoothd appeared (true, after a full enumeration) or vanished (false).
+    case availability(Bool)
+    /// The tree was replaced by a fresh enumeration: re-read the snapshot.
+    case resynchronized
+    case interfacesAdded(ObjectPath, [String])
+    case interfacesRemoved(ObjectPath, [String])
+    case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
+}
+
+/// bluetoothd's object tree at one moment, typed. A value: safe to keep and
+/// compare; the mirror hands out a new one whenever asked.
+public struct BlueZSnapshot: Sendable, Equatable {
+    /// Whether bluetoothd is on the bus. When false everything below is empty
+    /// (never stale data from a previous bluetoothd).
+    public internal(set) var available = false
+    /// Every object's interfaces and properties, as last received.
+    public internal(set) var objects: [ObjectPath: [String: [String: DBusValue]]] = [:]
+    public internal(set) var adapters: [AdapterID: Adapter] = [:]
+    public internal(set) var devices: [DeviceID: Device] = [:]
+    public internal(set) var services: [ObjectPath: GATTService] = [:]
+    public internal(set) var characteristics: [ObjectPath: GATTCharacteristic] = [:]
+    public internal(set) var descriptors: [ObjectPath: GATTDescriptor] = [:]
+    /// Battery1 Percentage per device.
+    public internal(set) var batteries: [DeviceID: UInt8] = [:]
+
+    public init() {}
+
+    /// Adapters sorted by name.
+    public var sortedAdapters: [Adapter] { adapters.values.sorted { $0.id < $1.id } }
+
+    /// Devices of one adapter (or all), sorted by address.
+    public func devices(on adapter: AdapterID? = nil) -> [Device] {
+        devices.values.filter { adapter == nil || $0.id.adapter == adapter }.sorted { $0.id < $1.id }
+    }
+
+    /// The device with `address` on `adapter` (or on any adapter).
+    public func device(_ address: BluetoothAddress, on adapter: AdapterID? = nil) -> Device? {
+        devices.values.filter { $0.address == address && (adapter == nil || $0.id.adapter == adapter) }.min { $0.id < $1.id }
+    }
+
+    /// A device's GATT services, each with its characteristics and their
+    /// descriptors, in handle order.
+    public func gattTree(of device: DeviceID) -> [(service: GATTService, characteristics: [(GATTCharacteristic, [GATTDescriptor])])] {
+        let svcs = services.values.filter { $0.id.device == device }.sorted { ($0.handle ?? 0, $0.id) < ($1.handle ?? 0, $1.id) }
+        return svcs.map { s in
+            let chars = characteristics.values.filter { $0.id.path.parent == s.id.path }.sorted { ($0.handle ?? 0, $0.id) < ($1.handle ?? 0, $1.id) }
+            return (s, chars.map { c in
+                (c, descriptors.values.filter { $0.id.path.parent == c.id.path }.sorted { ($0.handle ?? 0, $0.id) < ($1.handle ?? 0, $1.id) })
+            })
+        }
+    }
+
+    /// The characteristic with `uuid` on `device` (lower-case, full 128-bit or 16-bit short form).
+    public func characteristic(_ uuid: String, on device: DeviceID) -> GATTCharacteristic? {
+        let wanted = BlueZSnapshot.normalizeUUID(uuid)
+        return characteristics.values.filter { $0.id.device == device && $0.uuid == wanted }.min { $0.id < $1.id }
+    }
+
+    /// `180d`, `0x180D` or the full form → the full lower-case 128-bit UUID.
+    public static func normalizeUUID(_ text: String) -> String {
+        var t = text.lowercased()
+        if t.hasPrefix("0x") { t.removeFirst(2) }
+        if t.count == 4 { return "0000\(t)-0000-1000-8000-00805f9b34fb" }
+        if t.count == 8 { return "\(t)-0000-1000-8000-00805f9b34fb" }
+        return t
+    }
+
+    // MARK: Applying changes
+
+    mutating func reset(to managed: [ObjectPath: [String: [String: DBusValue]]]) {
+        self = BlueZSnapshot()
+        available = true
+        objects = managed
+        for path in managed.keys { rebuild(path) }
+    }
+
+    mutating func markUnavailable() {
+        self = BlueZSnapshot()
+    }
+
+    mutating func add(_ path: ObjectPath, _ interfaces: [String: [String: DBusValue]]) {
+        objects[path, default: [:]].merge(interfaces) { _, new in new }
+        rebuild(path)
+    }
+
+    mutating func remove(_ path: ObjectPath, _ interfaces: [String]) {
+        for i in interfaces { objects[path]?[i] = nil }
+        if objects[path]?.isEmpty == true { objects[path] = nil }
+        rebuild(path, removed: Set(interfaces))
+    }
+
+    /// Returns false when the object or interface is unknown (the change is
+    /// then ignored, as a late signal for a removed object must be).
+    @discardableResult
+    mutating func change(_ path: ObjectPath, _ interface: String, _ changed: [String: DBusValue], _ invalidated: [String]) -> Bool {
+        guard objects[path]?[interface] != nil else { return false }
+        objects[path]?[interface]?.merge(changed) { _, new in new }
+        for name in invalidated { objects[path]?[interface]?[name] = nil }
+        rebuild(path, only: interface)
+        return true
+    }
+
+    private mutating func rebuild(_ path: ObjectPath, only: String? = nil, removed: Set<String> = []) {
+        let ifaces = objects[path] ?? [:]
+        func wants(_ i: String) -> Bool { only == nil || only == i || removed.contains(i) }
+        if wants(BlueZInterface.adapter) {
+            let id = AdapterID(path: path)
+            adapters[id] = ifaces[BlueZInterface.adapter].map { Adapter(id: id, properties: $0) }
+        }
+        if let id = DeviceID(path: path) {
+            if wants(BlueZInterface.device) {
+                devices[id] = ifaces[BlueZInterface.device].map { Device(id: id, properties: $0) }
+            }
+            if wants(BlueZInterface.battery) {
+                batteries[id] = ifaces[BlueZInterface.battery].flatMap { props -> UInt8? in
+                    if case let .byte(p)? = props["Percentage"]?.unwrapped { return p }
+                    return nil
+                }
+            }
+        }
+        if let id = GATTAttributeID(path: path) {
+            if wants(BlueZInterface.gattService) {
+                services[path] = ifaces[BlueZInterface.gattService].map { GATTService(id: id, properties: $0) }
+            }
+            if wants(BlueZInterface.gattCharacteristic) {
+                characteristics[path] = ifaces[BlueZInterface.gattCharacteristic].map { GATTCharacteristic(id: id, properties: $0) }
+            }
+            if wants(BlueZInterface.gattDescriptor) {
+                descriptors[path] = ifaces[BlueZInterface.gattDescriptor].map { GATTDescriptor(id: id, properties: $0) }
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import Testing
+import DBus
+@testable import BlueZ
+
+@Suite struct AddressAndIDTests {
+    @Test func addressesParseAndPrintLikeBluetoothd() throws {
+        let a = try BluetoothAddress("aa:bb:cc:dd:ee:0f")
+        #expect(a.description == "AA:BB:CC:DD:EE:0F")
+        #expect(a.pathComponent == "AA_BB_CC_DD_EE_0F")
+        #expect(try BluetoothAddress("AA-BB-CC-DD-EE-0F") == a)
+        for bad in ["", "AA:BB:CC:DD:EE", "AA:BB:CC:DD:EE:FF:00", "AA:BB:CC:DD:EE:GG", "AAA:BB:CC:DD:EE:F"] {
+            #expect(throws: BlueZError.self) { try BluetoothAddress(bad) }
+        }
+        do {
+            _ = try BluetoothAddress("AA:BB:CC:DD:EE:GG")
+        } catch {
+            #expect(error.description.contains("\"GG\" is not a hex byte"))
+        }
+    }
+
+    @Test func idsKnowTheirParents() throws {
+        let hci0 = try AdapterID(name: "hci0")
+        #expect(hci0.path == "/org/bluez/hci0")
+        #expect(throws: BlueZError.self) { try AdapterID(name: "hci0/../x") }
+        let dev = DeviceID(adapter: hci0, address: try BluetoothAddress("C4:7C:8D:6A:12:34"))
+        #expect(dev.path == "/org/bluez/hci0/dev_C4_7C_8D_6A_12_34")
+        #expect(DeviceID(path: dev.path) == dev)
+        #expect(DeviceID(path: "/org/bluez/hci0") == nil)
+        #expect(DeviceID(path: "/org/bluez/hci0/dev_nothex") == nil)
+        let char = GATTAttributeID(path: "/org/bluez/hci0/dev_C4_7C_8D_6A_12_34/service000a/char000b")
+        #expect(char?.device == dev)
+        #expect(GATTAttributeID(path: "/org/bluez/hci0/service000a") == nil)
+    }
+}
+
+@Suite struct SnapshotTests {
+    let devPath: ObjectPath = "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF"
+
+    func deviceProps(rssi: Int16) -> [String: DBusValue] {
+        ["Address": .string("AA:BB:CC:DD:EE:FF"), "AddressType": .string("random"), "Name": .string("ATC_DDEEFF"),
+         "RSSI": .int16(rssi), "Paired": .boolean(false),
+         "ManufacturerData": .dictionary(key: .uint16, value: .variant, [DBusDictEntry(.uint16(0x0499), .variant(.bytes([5, 1, 2])))]),
+         "ServiceData": .dictionary(key: .string, value: .variant, [DBusDictEntry(.string("0000181A-0000-1000-8000-00805F9B34FB"), .variant(.bytes([9])))])]
+    }
+
+    @Test func applyingSignalsKeepsTypedModelsCurrent() throws {
+        var snap = BlueZSnapshot()
+        snap.reset(to: ["/org/bluez/hci0": ["org.bluez.Adapter1": ["Address": .string("00:11:22:33:44:55"), "Powered": .boolean(true)]]])
+        #expect(snap.available)
+        #expect(snap.sortedAdapters.map(\.id.name) == ["hci0"])
+        #expect(snap.sortedAdapters.first?.powered == true)
+
+        snap.add(devPath, ["org.bluez.Device1": deviceProps(rssi: -60), "org.bluez.Battery1": ["Percentage": .byte(87)]])
+        let id = try #require(DeviceID(path: devPath))
+        #expect(snap.devices[id]?.rssi == -60)
+        #expect(snap.devices[id]?.manufacturerData == [0x0499: [5, 1, 2]])
+        #expect(snap.devices[id]?.serviceData == ["0000181a-0000-1000-8000-00805f9b34fb": [9]])
+        #expect(snap.batteries[id] == 87)
+        #expect(snap.devices[id]?.displayName == "ATC_DDEEFF")
+
+        let applied = snap.change(devPath, "org.bluez.Device1", ["RSSI": .int16(-42)], [])
+        #expect(applied)
+        #expect(snap.devices[id]?.rssi == -42)
+        let invalidated = snap.change(devPath, "org.bluez.Device1", [:], ["RSSI"])
+        #expect(invalidated)
+        #expect(snap.devices[id]?.rssi == nil)
+
+        snap.remove(devPath, ["org.bluez.Battery1"])
+        #expect(snap.batteries[id] == nil)
+        #expect(snap.devices[id] != nil)
+        snap.remove(devPath, ["org.bluez.Device1"])
+        #expect(snap.devices[id] == nil)
+        #expect(snap.objects[devPath] == nil)
+        // A late PropertiesChanged for a removed object is ignored, not resurrected.
+        let late = snap.change(devPath, "org.bluez.Device1", ["RSSI": .int16(-1)], [])
+        #expect(!late)
+        #expect(snap.devices[id] == nil)
+
+        snap.markUnavailable()
+        #expect(!snap.available && snap.adapters.isEmpty)
+    }
+
+    @Test func propertiesWithTheWrongTypeAreReportedNotFatal() throws {
+        var props = deviceProps(rssi: -60)
+        props["RSSI"] = .string("-60")
+        let d = Device(id: try #require(DeviceID(path: devPath)), properties: props)
+        #expect(d.rssi == nil)
+        #expect(d.name == "ATC_DDEEFF")
+        #expect(d.problems == ["org.bluez.Device1.RSSI should be \"n\" but is \"s\""])
+    }
+
+    @Test func gattTreeIsOrderedByHandle() throws {
+        var snap = BlueZSnapshot()
+        snap.reset(to: [:])
+        let s = devPath.rawValue + "/service0010"
+        snap.add(try ObjectPath(s), ["org.bluez.GattService1": ["UUID": .string("0000180D-0000-1000-8000-00805f9b34fb"), "Primary": .boolean(true), "Handle": .uint16(0x10)]])
+        snap.add(try ObjectPath(s + "/char0014"), ["org.bluez.GattCharacteristic1": ["UUID": .string("00002a38-0000-1000-8000-00805f9b34fb"), "Flags": .array(.string, [.string("read")]), "Handle": .uint16(0x14)]])
+        snap.add(try ObjectPath(s + "/char0011"), ["org.bluez.GattCharacteristic1": ["UUID": .string("00002a37-0000-1000-8000-00805f9b34fb"), "Flags": .array(.string, [.string("notify")]), "Handle": .uint16(0x11)]])
+        snap.add(try ObjectPath(s + "/char0011/desc0013"), ["org.bluez.GattDescriptor1": ["UUID": .string("00002902-0000-1000-8000-00805f9b34fb"), "Handle": .uint16(0x13)]])
+        let tree = snap.gattTree(of: try #require(DeviceID(path: devPath)))
+        #expect(tree.count == 1)
+        #expect(tree[0].characteristics.map(\.0.uuid) == ["00002a37-0000-1000-8000-00805f9b34fb", "00002a38-0000-1000-8000-00805f9b34fb"])
+        #expect(tree[0].characteristics[0].0.canNotify && !tree[0].characteristics[0].0.canRead)
+        #expect(tree[0].characteristics[0].1.map(\.uuid) == ["00002902-0000-1000-8000-00805f9b34fb"])
+        #expect(snap.characteristic("2A38", on: try #require(DeviceID(path: devPath)))?.handle == 0x14)
+    }
+}
+
+@Suite struct ErrorMappingTests {
+    @Test func bluezErrorsKeepNameAndReason() {
+        let e = BlueZError(.remote(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local"))
+        #expect(e == .bluez(.failed, message: "le-connection-abort-by-local"))
+        #expect(e.connectionFailure == .leAbortByLocal)
+        #expect(e.description.hasPrefix("Failed: le-connection-abort-by-local (the local adapter gave up"))
+        #expect(BlueZError(.remote(name: "org.bluez.Error.InProgress", message: "In Progress")) == .bluez(.inProgress, message: "In Progress"))
+        #expect(BlueZError(.remote(name: "org.bluez.Error.Brandnew", message: "x")) == .bluez(.unknown, message: "org.bluez.Error.Brandnew: x"))
+        #expect(BlueZError(.remote(name: "org.freedesktop.DBus.Error.ServiceUnknown", message: "x")) == .unavailable)
+        #expect(BlueZError(.remote(name: "org.freedesktop.DBus.Error.AccessDenied", message: "policy")) == .permissionDenied("policy"))
+        #expect(BlueZError(.timedOut(member: "Connect", milliseconds: 100)) == .dbus(.timedOut(member: "Connect", milliseconds: 100)))
+        #expect(BlueZError.from(CancellationError()) == .cancelled)
+        // Every documented name round-trips.
+        for name in BlueZError.Name.allCases where name != .unknown {
+            #expect(BlueZError(.remote(name: name.rawValue, message: "m")) == .bluez(name, message: "m"))
+        }
+    }
+
+    @Test func discoveryFilterEncodesOnlyWhatIsSet() {
+        let f = DiscoveryFilter(uuids: ["0000fcd2-0000-1000-8000-00805f9b34fb"], rssi: -80, transport: .le, duplicateData: false)
+        guard case let .dictionary(.string, .variant, entries) = f.dictionary else {
+            Issue.record("not a{sv}")
+            return
+        }
+        let keys = entries.compactMap { if case let .string(k) = $0.key { return k } else { return nil } }
+        #expect(keys == ["UUIDs", "RSSI", "Transport", "DuplicateData"])
+        #expect(f.dictionary.type.signature == "a{sv}")
+    }
+}
