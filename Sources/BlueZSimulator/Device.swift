@@ -1,0 +1,336 @@
+import DBus
+
+extension BlueZSimulator {
+    static func deviceDescription(_ methods: [DBusMethodDescription], _ setters: [String: DBusPropertyDescription.Setter]) -> DBusInterfaceDescription {
+        DBusInterfaceDescription(BlueZ.device, methods: methods, properties: [
+            DBusPropertyDescription("Address", .string),
+            DBusPropertyDescription("AddressType", .string),
+            DBusPropertyDescription("Name", .string),
+            DBusPropertyDescription("Icon", .string),
+            DBusPropertyDescription("Class", .uint32),
+            DBusPropertyDescription("Appearance", .uint16),
+            DBusPropertyDescription("UUIDs", stringArray),
+            DBusPropertyDescription("Paired", .boolean),
+            DBusPropertyDescription("Bonded", .boolean),
+            DBusPropertyDescription("Connected", .boolean),
+            DBusPropertyDescription("Trusted", .boolean, access: .readwrite, setter: setters["Trusted"]),
+            DBusPropertyDescription("Blocked", .boolean, access: .readwrite, setter: setters["Blocked"]),
+            DBusPropertyDescription("Alias", .string, access: .readwrite, setter: setters["Alias"]),
+            DBusPropertyDescription("Adapter", .objectPath),
+            DBusPropertyDescription("LegacyPairing", .boolean),
+            DBusPropertyDescription("RSSI", .int16),
+            DBusPropertyDescription("TxPower", .int16),
+            DBusPropertyDescription("ManufacturerData", manufacturerDataType),
+            DBusPropertyDescription("ServiceData", serviceDataType),
+            DBusPropertyDescription("ServicesResolved", .boolean),
+            DBusPropertyDescription("AdvertisingFlags", .array(.byte)),
+        ])
+    }
+
+    static let batteryDescription = DBusInterfaceDescription(BlueZ.battery, properties: [
+        DBusPropertyDescription("Percentage", .byte),
+    ])
+
+    func deviceValues(_ d: DeviceState, adapter a: AdapterState) -> [String: DBusValue] {
+        var v: [String: DBusValue] = [
+            "Address": .string(d.spec.address), "AddressType": .string(d.spec.addressType),
+            "Alias": .string(d.displayAlias), "UUIDs": strings(d.allUUIDs),
+            "Paired": .boolean(d.paired), "Bonded": .boolean(d.paired), "Connected": .boolean(d.connected),
+            "Trusted": .boolean(d.trusted), "Blocked": .boolean(d.blocked), "Adapter": .objectPath(a.path),
+            "LegacyPairing": .boolean(d.spec.legacyPairing), "ServicesResolved": .boolean(d.servicesResolved),
+            "AdvertisingFlags": .bytes([d.spec.connectable ? 0x06 : 0x04]),
+        ]
+        if let name = d.name { v["Name"] = .string(name) }
+        if let c = d.spec.classOfDevice { v["Class"] = .uint32(c) }
+        if let ap = d.spec.appearance {
+            v["Appearance"] = .uint16(ap)
+            if d.spec.icon == nil, let icon = iconForAppearance(ap) { v["Icon"] = .string(icon) }
+        }
+        if let icon = d.spec.icon { v["Icon"] = .string(icon) }
+        if a.discovering && d.advertising { v["RSSI"] = .int16(d.rssi) }
+        if let tx = d.txPower { v["TxPower"] = .int16(tx) }
+        if !d.manufacturerData.isEmpty { v["ManufacturerData"] = manufacturerDataValue(d.manufacturerData) }
+        if !d.serviceData.isEmpty { v["ServiceData"] = serviceDataValue(d.serviceData) }
+        return v
+    }
+
+    func exportDevice(_ d: DeviceState) async throws {
+        guard let connection, let a = adapter(d.adapterID), a.registration != nil, d.registration == nil, !d.exporting else { return }
+        d.exporting = true
+        defer { d.exporting = false }
+        let i = d.index
+        let methods = [
+            method("Connect") { sim, _ in try await sim.connect(i) },
+            method("Disconnect") { sim, _ in try await sim.disconnect(i) },
+            method("ConnectProfile", [.init("UUID", .string)]) { sim, call in try await sim.connectProfile(i, try call.argument(0)) },
+            method("DisconnectProfile", [.init("UUID", .string)]) { sim, call in try await sim.disconnectProfile(i, try call.argument(0)) },
+            method("Pair") { sim, call in try await sim.pair(i, sender: call.sender ?? "") },
+            method("CancelPairing") { sim, _ in try await sim.cancelPairing(i) },
+        ]
+        let setters: [String: DBusPropertyDescription.Setter] = [
+            "Trusted": { [weak self] value in
+                guard case let .boolean(b) = value else { return }
+                await self?.setTrusted(i, b)
+            },
+            "Blocked": { [weak self] value in
+                guard case let .boolean(b) = value else { return }
+                await self?.setBlocked(i, b)
+            },
+            "Alias": { [weak self] value in
+                guard case let .string(s) = value else { return }
+                await self?.setAlias(i, s)
+            },
+        ]
+        let values = deviceValues(d, adapter: a)
+        let reg = try await connection.export(d.path, interfaces: [
+            DBusExportedInterface(Self.deviceDescription(methods, setters), values: values),
+        ])
+        // The adapter may have gone while we waited.
+        guard a.registration != nil, self.connection === connection else { return }
+        d.registration = reg
+        d.publishedManufacturerData = d.manufacturerData
+        d.publishedServiceData = d.serviceData
+        log("device \(d.spec.address) (\(d.displayAlias)) appears")
+        if d.paired && !d.spec.gatt.isEmpty && d.connected {
+            await exportGATT(d)
+        }
+    }
+
+    func unexportDevice(_ d: DeviceState) {
+        d.removalTask?.cancel()
+        d.removalTask = nil
+        d.dropRegistrations()
+    }
+
+    /// An advertisement of `d` reached a discovering adapter.
+    func deviceSeen(_ d: DeviceState, duplicate: Bool) async {
+        guard let a = adapter(d.adapterID), a.registration != nil else { return }
+        d.removalTask?.cancel()
+        d.removalTask = nil
+        guard let reg = d.registration else {
+            do { try await exportDevice(d) } catch { log("cannot export \(d.spec.address): \(error)") }
+            return
+        }
+        var changes: [String: DBusValue] = ["RSSI": .int16(d.rssi), "UUIDs": strings(d.allUUIDs), "Alias": .string(d.displayAlias)]
+        if let name = d.name { changes["Name"] = .string(name) }
+        if let tx = d.txPower { changes["TxPower"] = .int16(tx) }
+        if !d.manufacturerData.isEmpty { changes["ManufacturerData"] = manufacturerDataValue(d.manufacturerData) }
+        if !d.serviceData.isEmpty { changes["ServiceData"] = serviceDataValue(d.serviceData) }
+        reg.setProperties(BlueZ.device, changes)
+        // With DuplicateData, every advertisement is reported even when the
+        // data did not change (the registry only reports real changes).
+        if duplicate && duplicatesWanted(a) {
+            var repeated: [DBusDictEntry] = []
+            if !d.manufacturerData.isEmpty && d.publishedManufacturerData == d.manufacturerData {
+                repeated.append(DBusDictEntry(.string("ManufacturerData"), .variant(manufacturerDataValue(d.manufacturerData))))
+            }
+            if !d.serviceData.isEmpty && d.publishedServiceData == d.serviceData {
+                repeated.append(DBusDictEntry(.string("ServiceData"), .variant(serviceDataValue(d.serviceData))))
+            }
+            if !repeated.isEmpty {
+                reg.emit(BlueZ.properties, "PropertiesChanged", [
+                    .string(BlueZ.device), .dictionary(key: .string, value: .variant, repeated), .array(.string, []),
+                ])
+            }
+        }
+        d.publishedManufacturerData = d.manufacturerData
+        d.publishedServiceData = d.serviceData
+    }
+
+    func applyAdvertisement(device i: Int, _ e: AdvertisementEvent) async {
+        guard i < devices.count else { return }
+        let d = devices[i]
+        if let r = e.rssi { d.rssi = r }
+        if let t = e.txPower { d.txPower = t }
+        if let n = e.name { d.name = n }
+        if let m = e.manufacturerData { d.manufacturerData = m }
+        if let s = e.serviceData { d.serviceData = s }
+        if let u = e.uuids { d.uuids = u }
+        if let p = e.present, p != d.advertising {
+            d.advertising = p
+            log("device \(d.spec.address) \(p ? "starts advertising" : "stops advertising")")
+            if !p {
+                if d.registration != nil && !d.isKept { scheduleRemoval(d) }
+                return
+            }
+        }
+        guard d.advertising, !d.blocked, let a = adapter(d.adapterID), wanted(d, by: a) else { return }
+        await deviceSeen(d, duplicate: true)
+    }
+
+    func applyBattery(device i: Int, _ percentage: UInt8) {
+        guard i < devices.count else { return }
+        let d = devices[i]
+        d.battery = percentage
+        if d.hasBattery { d.registration?.setProperty(BlueZ.battery, "Percentage", .byte(percentage)) }
+    }
+
+    func scheduleRemoval(_ d: DeviceState) {
+        d.removalTask?.cancel()
+        let i = d.index
+        let wait = duration(scenario.settings.temporaryDeviceTimeout)
+        d.removalTask = Task { [weak self] in
+            do { try await Task.sleep(for: wait) } catch { return }
+            await self?.removeIfTemporary(i)
+        }
+    }
+
+    func removeIfTemporary(_ i: Int) {
+        let d = devices[i]
+        d.removalTask = nil
+        guard d.registration != nil, !d.isKept else { return }
+        if let a = adapter(d.adapterID), d.advertising, wanted(d, by: a) { return }
+        log("device \(d.spec.address) removed (temporary, not seen for \(scenario.settings.temporaryDeviceTimeout) s)")
+        unexportDevice(d)
+    }
+
+    // MARK: Device properties
+
+    func setTrusted(_ i: Int, _ on: Bool) {
+        let d = devices[i]
+        d.trusted = on
+        if !on, d.registration != nil, !d.isKept, let a = adapter(d.adapterID), !a.discovering { scheduleRemoval(d) }
+    }
+
+    func setBlocked(_ i: Int, _ on: Bool) {
+        let d = devices[i]
+        d.blocked = on
+        if on && d.connected { linkLost(d) }
+    }
+
+    func setAlias(_ i: Int, _ alias: String) {
+        let d = devices[i]
+        d.alias = alias.isEmpty ? nil : alias
+        if alias.isEmpty {
+            let shown = d.displayAlias
+            Task { [weak self] in
+                try? await Task.sleep(for: .milliseconds(20))
+                await self?.restoreDeviceAlias(i, shown)
+            }
+        }
+    }
+
+    func restoreDeviceAlias(_ i: Int, _ shown: String) {
+        devices[i].registration?.setProperty(BlueZ.device, "Alias", .string(shown))
+    }
+
+    // MARK: Connection
+
+    func connect(_ i: Int) async throws -> [DBusValue] {
+        let d = devices[i]
+        _ = try requirePowered(d.adapterID)
+        guard d.registration != nil else { throw bluezError("DoesNotExist", "Does Not Exist") }
+        if d.blocked { throw bluezError("Failed", "Blocked") }
+        if d.connected && d.servicesResolved { return [] }
+        if d.connecting || d.connected { throw bluezError("InProgress", "In Progress") }
+        d.connecting = true
+        d.removalTask?.cancel()
+        let generation = d.connectionGeneration
+        do {
+            try await sleep(scenario.settings.connectDelay)
+        } catch {
+            d.connecting = false
+            throw bluezError("Failed", "Operation canceled")
+        }
+        d.connecting = false
+        guard d.registration != nil, generation == d.connectionGeneration else { throw bluezError("Failed", "Disconnected") }
+        if d.connectFailuresLeft > 0 {
+            d.connectFailuresLeft -= 1
+            log("device \(d.spec.address): connect fails (\(d.spec.faults.connectError.name))")
+            afterLinkDown(d)
+            throw d.spec.faults.connectError.dbusError
+        }
+        guard d.advertising, d.spec.connectable else {
+            afterLinkDown(d)
+            throw bluezError("Failed", "le-connection-abort-by-local")
+        }
+        d.connected = true
+        d.connectionGeneration += 1
+        let current = d.connectionGeneration
+        d.registration?.setProperty(BlueZ.device, "Connected", .boolean(true))
+        log("device \(d.spec.address) connected")
+        if let after = d.spec.faults.disconnectAfter {
+            d.disconnectTask = Task { [weak self] in
+                do { try await Task.sleep(for: self?.duration(after) ?? .zero) } catch { return }
+                await self?.remoteDisconnect(i, generation: current)
+            }
+        }
+        try? await sleep(scenario.settings.serviceResolveDelay)
+        guard d.connected, d.connectionGeneration == current else { throw bluezError("Failed", "Disconnected") }
+        await exportGATT(d)
+        if let pct = d.battery, !d.hasBattery, let reg = d.registration {
+            reg.addInterfaces([DBusExportedInterface(Self.batteryDescription, values: ["Percentage": .byte(pct)])])
+            d.hasBattery = true
+        }
+        d.servicesResolved = true
+        d.registration?.setProperties(BlueZ.device, ["ServicesResolved": .boolean(true), "UUIDs": strings(d.allUUIDs)])
+        return []
+    }
+
+    func remoteDisconnect(_ i: Int, generation: Int) {
+        let d = devices[i]
+        guard d.connected, d.connectionGeneration == generation else { return }
+        log("device \(d.spec.address) drops the connection")
+        linkLost(d)
+    }
+
+    func disconnect(_ i: Int) throws -> [DBusValue] {
+        let d = devices[i]
+        guard d.connected else { throw bluezError("NotConnected", "Not Connected") }
+        linkLost(d)
+        return []
+    }
+
+    func connectProfile(_ i: Int, _ uuid: String) async throws -> [DBusValue] {
+        guard let u = normalizeUUID(uuid) else { throw bluezError("InvalidArguments", "Invalid arguments in method call") }
+        let d = devices[i]
+        guard d.allUUIDs.contains(u) || d.spec.gatt.contains(where: { $0.uuid == u }) else {
+            throw bluezError("DoesNotExist", "Does Not Exist")
+        }
+        return try await connect(i)
+    }
+
+    func disconnectProfile(_ i: Int, _ uuid: String) throws -> [DBusValue] {
+        guard normalizeUUID(uuid) != nil else { throw bluezError("InvalidArguments", "Invalid arguments in method call") }
+        let d = devices[i]
+        guard d.connected else { throw bluezError("NotConnected", "Not Connected") }
+        return []
+    }
+
+    /// The link went down (either side): properties, GATT objects, timers.
+    func linkLost(_ d: DeviceState) {
+        d.disconnectTask?.cancel()
+        d.disconnectTask = nil
+        d.connectionGeneration += 1
+        for s in d.services {
+            for c in s.characteristics {
+                if c.notifying {
+                    c.notifyClients = []
+                    stopNotifying(d, c)
+                }
+                if let w = c.writeSocket {
+                    w.close()
+                    c.writeSocket = nil
+                    c.registration?.setProperty(BlueZ.gattCharacteristic, "WriteAcquired", .boolean(false))
+                }
+            }
+        }
+        let wasResolved = d.servicesResolved
+        d.servicesResolved = false
+        d.connected = false
+        if wasResolved { d.registration?.setProperty(BlueZ.device, "ServicesResolved", .boolean(false)) }
+        d.registration?.setProperties(BlueZ.device, ["Connected": .boolean(false), "UUIDs": strings(d.allUUIDs)])
+        if d.hasBattery {
+            d.registration?.removeInterfaces([BlueZ.battery])
+            d.hasBattery = false
+        }
+        if !d.paired { unexportGATT(d) }
+        log("device \(d.spec.address) disconnected")
+        afterLinkDown(d)
+    }
+
+    func afterLinkDown(_ d: DeviceState) {
+        guard d.registration != nil, !d.isKept, let a = adapter(d.adapterID) else { return }
+        if !(a.discovering && d.advertising && wanted(d, by: a)) { scheduleRemoval(d) }
+    }
+}

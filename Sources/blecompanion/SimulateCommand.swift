@@ -1,0 +1,122 @@
+import ArgumentParser
+import BlueZSimulator
+import DBus
+import Dispatch
+import Foundation
+
+/// `blecompanion simulate SCENARIO`: runs the BlueZ simulator as `org.bluez`
+/// on a bus, until SIGINT or SIGTERM. Without `--bus` it starts its own
+/// private dbus-daemon and prints the address to give to clients.
+struct SimulateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Run a simulated bluetoothd (org.bluez) from a scenario file.",
+        discussion: """
+        Point BlueZ clients at the printed bus, e.g.
+          DBUS_SYSTEM_BUS_ADDRESS=<address> bluetoothctl
+        Exit status: 0 after SIGINT/SIGTERM; 1 for a bad scenario file or when the bus cannot be used.
+        """
+    )
+
+    @Argument(help: "The scenario file (JSON, see docs/SCENARIOS.md).")
+    var scenario: String
+
+    @Option(help: "Use this D-Bus address instead of starting a private dbus-daemon.")
+    var bus: String?
+
+    @Option(help: "Timeline speed factor (2 = twice as fast).")
+    var speed: Double = 1
+
+    @Flag(help: "Print nothing but the bus address.")
+    var quiet = false
+
+    func validate() throws {
+        guard speed >= 0.001, speed <= 1000 else { throw ValidationError("--speed must be between 0.001 and 1000, got \(speed)") }
+    }
+
+    func run() async throws {
+        let loaded: Scenario
+        do {
+            loaded = try Scenario.load(path: scenario)
+        } catch {
+            printError("simulate: \(error)")
+            throw ExitCode(1)
+        }
+        var privateBus: PrivateBus?
+        let address: String
+        if let bus {
+            address = bus
+        } else {
+            do {
+                let started = try PrivateBus.start()
+                privateBus = started
+                address = started.address
+            } catch {
+                printError("simulate: \(error)")
+                throw ExitCode(1)
+            }
+        }
+        let quiet = self.quiet
+        var log: (@Sendable (String) -> Void)?
+        if !quiet {
+            log = { @Sendable (line: String) -> Void in printLine("[sim] " + line) }
+        }
+        let simulator = BlueZSimulator(scenario: loaded, options: SimulatorOptions(speed: speed, log: log))
+        do {
+            try await simulator.start(busAddress: address)
+        } catch {
+            privateBus?.stop()
+            printError("simulate: \(error)")
+            throw ExitCode(1)
+        }
+        printLine("DBUS_SYSTEM_BUS_ADDRESS=\(address)")
+        if !quiet {
+            printLine("Simulating \"\(loaded.name)\": \(loaded.adapters.count) adapter(s), \(loaded.devices.count) device(s). Ctrl-C stops.")
+        }
+        let signal = await waitForStopSignal()
+        await simulator.stop()
+        privateBus?.stop()
+        if !quiet { printLine("Stopped (signal \(signal)).") }
+    }
+}
+
+/// Writes one line to standard output at once (unbuffered, for pipes).
+func printLine(_ text: String) {
+    FileHandle.standardOutput.write(Data((text + "\n").utf8))
+}
+
+/// Waits until SIGINT or SIGTERM arrives; returns its number.
+func waitForStopSignal() async -> Int32 {
+    let box = SignalWaitSources()
+    return await withCheckedContinuation { (c: CheckedContinuation<Int32, Never>) in
+        box.start { sig in c.resume(returning: sig) }
+    }
+}
+
+final class SignalWaitSources: @unchecked Sendable {
+    // Guarded by `lock`; the handler resumes the continuation once.
+    private let lock = NSLock()
+    private var sources: [any DispatchSourceSignal] = []
+    private var done = false
+
+    func start(_ onSignal: @escaping @Sendable (Int32) -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { [weak self] in
+                guard let self else { return }
+                let first: Bool = self.lock.withLock {
+                    if self.done { return false }
+                    self.done = true
+                    for s in self.sources { s.cancel() }
+                    return true
+                }
+                if first { onSignal(sig) }
+            }
+            source.resume()
+            sources.append(source)
+        }
+    }
+}
