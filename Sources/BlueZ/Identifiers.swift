@@ -47,6 +47,15 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
     }
 }
 
+@inline(__always) func hexValue(_ c: UInt8) -> UInt8? {
+    switch c {
+    case 0x30...0x39: return c - 0x30
+    case 0x41...0x46: return c - 0x41 + 10
+    case 0x61...0x66: return c - 0x61 + 10
+    default: return nil
+    }
+}
+
 @inline(__always) func hex2(_ b: UInt8) -> String {
     let digits: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "A", "B", "C", "D", "E", "F"]
     return String([digits[Int(b >> 4)], digits[Int(b & 0xF)]])
@@ -89,15 +98,34 @@ public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible 
         self.path = (try? adapter.path.appending("dev_" + address.pathComponent)) ?? adapter.path
     }
 
-    /// Recognises a device path; nil for anything else.
+    /// Recognises a device path (`…/dev_AA_BB_CC_DD_EE_FF`); nil for anything
+    /// else. Runs for every PropertiesChanged, so it parses bytes directly.
     public init?(path: ObjectPath) {
-        let last = path.lastElement
-        guard last.hasPrefix("dev_"), let address = try? BluetoothAddress(String(last.dropFirst(4))),
-              let parent = path.parent, parent != .root else { return nil }
+        let utf8 = path.rawValue.utf8
+        guard utf8.count > 22 else { return nil }
+        let tail = utf8.suffix(22)   // "/dev_" + 17
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(6)
+        var ok = true
+        tail.withContiguousStorageIfAvailable { t in
+            guard t[0] == 0x2F, t[1] == 0x64, t[2] == 0x65, t[3] == 0x76, t[4] == 0x5F else { ok = false; return }
+            for k in 0..<6 {
+                let at = 5 + k * 3
+                guard let hi = hexValue(t[at]), let lo = hexValue(t[at + 1]) else { ok = false; return }
+                if k < 5 && t[at + 2] != 0x5F { ok = false; return }
+                bytes.append(hi << 4 | lo)
+            }
+        } ?? { ok = false }()
+        guard ok, bytes.count == 6, let parent = path.parent, parent != .root,
+              let address = try? BluetoothAddress(bytes: bytes) else { return nil }
         self.path = path
         self.adapter = AdapterID(path: parent)
         self.address = address
     }
+
+    // The path determines the adapter and the address.
+    public static func == (a: DeviceID, b: DeviceID) -> Bool { a.path == b.path }
+    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
 
     public var description: String { address.description }
     public static func < (a: DeviceID, b: DeviceID) -> Bool { a.path < b.path }

@@ -24,7 +24,7 @@ public final class BlueZMirror: Sendable {
         var owner: String?
         var subscribers: [UInt64: AsyncStream<BlueZEvent>.Continuation] = [:]
         var nextSubscriber: UInt64 = 0
-        var waiters: [UInt64: (check: @Sendable (BlueZSnapshot) -> Bool, resume: @Sendable () -> Void)] = [:]
+        var waiters: [UInt64: (check: @Sendable (BlueZSnapshot, UInt64) -> Bool, resume: @Sendable () -> Void)] = [:]
         var changes: UInt64 = 0
         /// Why the last enumeration failed, if it did.
         var problem: BlueZError?
@@ -113,13 +113,26 @@ public final class BlueZMirror: Sendable {
         for what: String, timeout: Duration = .seconds(30),
         until condition: @escaping @Sendable (BlueZSnapshot) -> Bool
     ) async throws(BlueZError) {
+        try await waitForState(what, timeout: timeout) { snapshot, _ in condition(snapshot) }
+    }
+
+    /// Waits until at least `count` signals have been applied in total
+    /// (see ``appliedChanges``); for benchmarks and tests.
+    public func waitForAppliedChanges(_ count: UInt64, timeout: Duration = .seconds(60)) async throws(BlueZError) {
+        try await waitForState("\(count) applied changes", timeout: timeout) { _, applied in applied >= count }
+    }
+
+    private func waitForState(
+        _ what: String, timeout: Duration, _ condition: @escaping @Sendable (BlueZSnapshot, UInt64) -> Bool
+    ) async throws(BlueZError) {
         let id: UInt64? = state.withLock { s in
-            if condition(s.snapshot) { return nil }
+            if condition(s.snapshot, s.changes) { return nil }
             s.nextSubscriber += 1
             return s.nextSubscriber
         }
         guard let id else { return }
         let resumed = Mutex(false)
+        let timer = Mutex<Task<Void, Never>?>(nil)
         let outcome: Bool = await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
                 let once: @Sendable (Bool) -> Void = { value in
@@ -128,19 +141,25 @@ public final class BlueZMirror: Sendable {
                         done = true
                         return true
                     }
-                    if first { c.resume(returning: value) }
+                    guard first else { return }
+                    timer.withLock { $0?.cancel() }
+                    c.resume(returning: value)
                 }
                 let satisfiedNow = state.withLock { s -> Bool in
-                    if condition(s.snapshot) { return true }
+                    if condition(s.snapshot, s.changes) { return true }
                     s.waiters[id] = (condition, { once(true) })
                     return false
                 }
                 if satisfiedNow { once(true); return }
-                Task {
+                let task = Task {
                     try? await Task.sleep(for: timeout)
+                    if Task.isCancelled { return }
                     self.state.withLock { _ = $0.waiters.removeValue(forKey: id) }
                     once(false)
                 }
+                timer.withLock { $0 = task }
+                // Resumed before the timer was stored: stop it now.
+                if resumed.withLock({ $0 }) { task.cancel() }
             }
         } onCancel: {
             let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
@@ -264,7 +283,7 @@ public final class BlueZMirror: Sendable {
             let events = body(&s)
             guard !events.isEmpty else { return ([], [], []) }
             var ready: [@Sendable () -> Void] = []
-            for (id, w) in s.waiters where w.check(s.snapshot) {
+            for (id, w) in s.waiters where w.check(s.snapshot, s.changes) {
                 ready.append(w.resume)
                 s.waiters[id] = nil
             }

@@ -168,35 +168,59 @@ public struct Device: Sendable, Equatable {
     public var modalias: String?
     public var adapterPath: ObjectPath?
     /// Properties that arrived with a type the API does not document.
-    public var problems: [String]
-    public var raw: [String: DBusValue]
+    public var problems: [String] { problemsByKey.keys.sorted().compactMap { problemsByKey[$0] } }
+    private var problemsByKey: [String: String] = [:]
+
+    static let keys = ["AddressType", "Name", "Alias", "Appearance", "Icon", "Class", "Paired", "Bonded", "Trusted",
+                       "Blocked", "Connected", "ServicesResolved", "LegacyPairing", "WakeAllowed", "RSSI", "TxPower",
+                       "ManufacturerData", "ServiceData", "UUIDs", "Modalias", "Adapter"]
 
     public init(id: DeviceID, properties: [String: DBusValue]) {
         self.id = id
+        paired = false
+        bonded = false
+        trusted = false
+        blocked = false
+        connected = false
+        servicesResolved = false
+        manufacturerData = [:]
+        serviceData = [:]
+        uuids = []
+        update(Device.keys, from: properties)
+    }
+
+    /// Applies a PropertiesChanged: only the named keys are read again
+    /// (`properties` is the merged set, as the mirror keeps it).
+    mutating func update<Keys: Sequence<String>>(_ keys: Keys, from properties: [String: DBusValue]) {
         var r = PropertyReader(properties, interface: BlueZInterface.device)
-        addressType = r.get("AddressType")
-        name = r.get("Name")
-        alias = r.get("Alias")
-        appearance = r.get("Appearance")
-        icon = r.get("Icon")
-        deviceClass = r.get("Class")
-        paired = r.get("Paired") ?? false
-        bonded = r.get("Bonded") ?? false
-        trusted = r.get("Trusted") ?? false
-        blocked = r.get("Blocked") ?? false
-        connected = r.get("Connected") ?? false
-        servicesResolved = r.get("ServicesResolved") ?? false
-        legacyPairing = r.get("LegacyPairing")
-        wakeAllowed = r.get("WakeAllowed")
-        rssi = r.get("RSSI")
-        txPower = r.get("TxPower")
-        manufacturerData = r.manufacturerData("ManufacturerData") ?? [:]
-        serviceData = r.serviceData("ServiceData") ?? [:]
-        uuids = r.get("UUIDs", as: [String].self) ?? []
-        modalias = r.get("Modalias")
-        adapterPath = r.get("Adapter")
-        problems = r.problems
-        raw = properties
+        for key in keys {
+            let before = r.problems.count
+            switch key {
+            case "AddressType": addressType = r.get(key)
+            case "Name": name = r.get(key)
+            case "Alias": alias = r.get(key)
+            case "Appearance": appearance = r.get(key)
+            case "Icon": icon = r.get(key)
+            case "Class": deviceClass = r.get(key)
+            case "Paired": paired = r.get(key) ?? false
+            case "Bonded": bonded = r.get(key) ?? false
+            case "Trusted": trusted = r.get(key) ?? false
+            case "Blocked": blocked = r.get(key) ?? false
+            case "Connected": connected = r.get(key) ?? false
+            case "ServicesResolved": servicesResolved = r.get(key) ?? false
+            case "LegacyPairing": legacyPairing = r.get(key)
+            case "WakeAllowed": wakeAllowed = r.get(key)
+            case "RSSI": rssi = r.get(key)
+            case "TxPower": txPower = r.get(key)
+            case "ManufacturerData": manufacturerData = r.manufacturerData(key) ?? [:]
+            case "ServiceData": serviceData = r.serviceData(key) ?? [:]
+            case "UUIDs": uuids = r.get(key, as: [String].self) ?? []
+            case "Modalias": modalias = r.get(key)
+            case "Adapter": adapterPath = r.get(key)
+            default: continue
+            }
+            problemsByKey[key] = r.problems.count > before ? r.problems.last : nil
+        }
     }
 
     /// The name to show: alias, else name, else the address.

@@ -97,9 +97,19 @@ public struct BlueZSnapshot: Sendable, Equatable {
     /// then ignored, as a late signal for a removed object must be).
     @discardableResult
     mutating func change(_ path: ObjectPath, _ interface: String, _ changed: [String: DBusValue], _ invalidated: [String]) -> Bool {
-        guard objects[path]?[interface] != nil else { return false }
-        objects[path]?[interface]?.merge(changed) { _, new in new }
-        for name in invalidated { objects[path]?[interface]?[name] = nil }
+        // One hash lookup per table, then in-place updates: this runs for
+        // every RSSI/advertising change of every device.
+        guard let at = objects.index(forKey: path), objects.values[at][interface] != nil else { return false }
+        objects.values[at][interface]?.merge(changed) { _, new in new }
+        for name in invalidated { objects.values[at][interface]?[name] = nil }
+        // The common case, a device's RSSI/advertising data: update only the
+        // changed fields of the typed model.
+        if interface == BlueZInterface.device, let id = DeviceID(path: path), let d = devices.index(forKey: id),
+           let merged = objects.values[at][interface] {
+            devices.values[d].update(changed.keys, from: merged)
+            if !invalidated.isEmpty { devices.values[d].update(invalidated, from: merged) }
+            return true
+        }
         rebuild(path, only: interface)
         return true
     }
