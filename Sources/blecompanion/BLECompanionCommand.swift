@@ -5,6 +5,11 @@ struct BLECompanionCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "blecompanion",
         abstract: "Pair with and monitor Bluetooth LE devices through BlueZ over D-Bus.",
-        subcommands: [DoctorCommand.self, DecodeCommand.self, DemoCommand.self, SimulateCommand.self]
+        subcommands: [
+            ScanCommand.self, DevicesCommand.self, InfoCommand.self, ConnectCommand.self, DisconnectCommand.self,
+            PairCommand.self, UnpairCommand.self, TrustCommand.self, UntrustCommand.self,
+            ReadCommand.self, WriteCommand.self, NotifyCommand.self,
+            DoctorCommand.self, DecodeCommand.self, DemoCommand.self, SimulateCommand.self,
+        ]
     )
 }

@@ -1,0 +1,304 @@
+import ArgumentParser
+import BLEParsing
+import BlueZ
+import DBus
+import Foundation
+
+struct ConnectCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "connect", abstract: "Connect to a device and wait until its GATT services are resolved.")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    @Option(help: "Seconds to wait for the connection and service discovery.") var timeout: Double = 30
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            _ = try options.adapter(of: client)
+            let (_, device) = try options.device(address, of: client)
+            do {
+                try await client.connect(device.id, timeout: .seconds(timeout))
+                try await client.waitForServicesResolved(device.id, timeout: .seconds(timeout))
+            } catch {
+                throw CLIError("cannot connect to \(device.address): \(CLIError(error).description)")
+            }
+            let services = client.mirror.snapshot().gattTree(of: device.id).count
+            out(options.json ? jsonLine(["address": device.address.description, "connected": true, "services": services])
+                               : "Connected to \(device.displayName) (\(device.address)); \(services) GATT services.")
+        }
+    }
+}
+
+struct DisconnectCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "disconnect", abstract: "Disconnect a device.")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let (_, device) = try options.device(address, of: client)
+            do { try await client.disconnect(device.id) } catch { throw CLIError(error) }
+            out(options.json ? jsonLine(["address": device.address.description, "connected": false]) : "Disconnected \(device.address).")
+        }
+    }
+}
+
+struct PairCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pair",
+        abstract: "Pair with a device, answering bluetoothd's agent requests.",
+        discussion: """
+            Prompts on the terminal for passkeys and confirmations. For scripts: --passkey answers a passkey \
+            request, --pin a PIN request, --yes accepts confirmations and authorisations. Without a terminal \
+            and without those options, requests are rejected with a message saying which option was needed.
+            """)
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    @Option(help: "The 6-digit passkey to enter when the device asks for one.") var passkey: UInt32?
+    @Option(help: "The PIN code to enter for a legacy device.") var pin: String?
+    @Flag(help: "Accept passkey confirmations and authorisation requests.") var yes = false
+    @Flag(help: "Also mark the device trusted after pairing.") var trust = false
+    @Option(help: "Agent capability: KeyboardDisplay (default), DisplayYesNo, DisplayOnly, KeyboardOnly, NoInputNoOutput.")
+    var capability: String = AgentCapability.keyboardDisplay.rawValue
+
+    func validate() throws {
+        if let passkey, passkey > 999_999 { throw ValidationError("--passkey must have at most 6 digits") }
+        if let pin, !(1...16).contains(pin.utf8.count) { throw ValidationError("--pin must be 1 to 16 characters") }
+        if AgentCapability(rawValue: capability) == nil {
+            throw ValidationError("--capability must be one of \(AgentCapability.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+    }
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            _ = try options.adapter(of: client)
+            let (_, device) = try options.device(address, of: client)
+            if device.paired {
+                out(options.json ? jsonLine(["address": device.address.description, "paired": true]) : "\(device.address) is already paired.")
+                return
+            }
+            let interactive = isatty(STDIN_FILENO) == 1
+            let passkey = self.passkey, pin = self.pin, yes = self.yes
+            let agent: BlueZAgent
+            do {
+                agent = try await BlueZAgent.register(client: client, capability: AgentCapability(rawValue: capability) ?? .keyboardDisplay) { request in
+                    PairCommand.answer(request, passkey: passkey, pin: pin, yes: yes, interactive: interactive)
+                }
+            } catch { throw CLIError(error) }
+            defer { Task { await agent.unregister() } }
+            do {
+                try await client.pair(device.id)
+                if trust { try await client.setTrusted(true, device: device.id) }
+            } catch {
+                throw CLIError("pairing with \(device.address) failed: \(CLIError(error).description)")
+            }
+            await agent.unregister()
+            out(options.json ? jsonLine(["address": device.address.description, "paired": true, "trusted": trust])
+                               : "Paired with \(device.displayName) (\(device.address))\(trust ? " and trusted it" : "").")
+        }
+    }
+
+    static func answer(_ request: AgentRequest, passkey: UInt32?, pin: String?, yes: Bool, interactive: Bool) -> AgentResponse {
+        switch request {
+        case let .passkey(d):
+            if let passkey { return .passkey(passkey) }
+            guard interactive, let line = prompt("Enter the passkey shown by \(d.address): "), let key = UInt32(line), key <= 999_999 else {
+                printError("The device asks for a passkey: pass --passkey NNNNNN.")
+                return .reject
+            }
+            return .passkey(key)
+        case let .pinCode(d):
+            if let pin { return .pinCode(pin) }
+            guard interactive, let line = prompt("Enter the PIN code for \(d.address): "), !line.isEmpty else {
+                printError("The device asks for a PIN code: pass --pin CODE.")
+                return .reject
+            }
+            return .pinCode(line)
+        case let .confirmation(d, key):
+            if yes { return .accept }
+            guard interactive, let line = prompt("Does \(d.address) show \(String(format: "%06u", key))? [y/N] ") else {
+                printError("The device asks to confirm passkey \(String(format: "%06u", key)): pass --yes to accept.")
+                return .reject
+            }
+            return line.lowercased().hasPrefix("y") ? .accept : .reject
+        case let .authorization(d), let .authorizeService(d, _):
+            if yes { return .accept }
+            guard interactive, let line = prompt("Allow \(d.address) to pair? [y/N] ") else {
+                printError("The device asks for authorisation: pass --yes to accept.")
+                return .reject
+            }
+            return line.lowercased().hasPrefix("y") ? .accept : .reject
+        case let .displayPasskey(d, key, entered):
+            printError("Type \(String(format: "%06u", key)) on \(d.address) (\(entered) digits entered).")
+            return .accept
+        case let .displayPinCode(d, code):
+            printError("Type PIN \(code) on \(d.address).")
+            return .accept
+        case .cancel:
+            printError("bluetoothd cancelled the request.")
+            return .accept
+        case .release:
+            return .accept
+        }
+    }
+
+    static func prompt(_ text: String) -> String? {
+        FileHandle.standardError.write(Data(text.utf8))
+        return readLine()?.trimmingCharacters(in: .whitespaces)
+    }
+}
+
+struct UnpairCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "unpair", abstract: "Remove a device and its pairing keys.")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let (_, device) = try options.device(address, of: client)
+            do { try await client.removeDevice(device.id) } catch { throw CLIError(error) }
+            out(options.json ? jsonLine(["address": device.address.description, "removed": true]) : "Removed \(device.address).")
+        }
+    }
+}
+
+struct TrustCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "trust", abstract: "Trust a device (it may connect without asking).")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    func run() async throws { try await setTrust(options, address, true) }
+}
+
+struct UntrustCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "untrust", abstract: "Stop trusting a device.")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    func run() async throws { try await setTrust(options, address, false) }
+}
+
+private func setTrust(_ options: BlueZOptions, _ address: String, _ on: Bool) async throws {
+    try await runReporting {
+        let client = try await options.client()
+        let (_, device) = try options.device(address, of: client)
+        do { try await client.setTrusted(on, device: device.id) } catch { throw CLIError(error) }
+        out(options.json ? jsonLine(["address": device.address.description, "trusted": on]) : "\(device.address) \(on ? "trusted" : "no longer trusted").")
+    }
+}
+
+/// A characteristic chosen by UUID on a connected device.
+private func characteristic(_ options: BlueZOptions, _ client: BlueZClient, _ address: String, _ uuid: String) throws -> (Device, GATTCharacteristic) {
+    let (_, device) = try options.device(address, of: client)
+    guard device.connected else { throw CLIError("\(device.address) is not connected: run `blecompanion connect \(device.address)` first.") }
+    guard let c = client.mirror.snapshot().characteristic(uuid, on: device.id) else {
+        let known = client.mirror.snapshot().characteristics.values.filter { $0.id.device == device.id }.map { shortUUID($0.uuid) }.sorted()
+        throw CLIError("\(device.address) has no characteristic \(uuid) (it has: \(known.isEmpty ? "none resolved yet" : known.joined(separator: ", "))).")
+    }
+    return (device, c)
+}
+
+private func printValue(_ value: [UInt8], _ c: GATTCharacteristic, json: Bool, extra: [String: Any] = [:]) {
+    let decoded = (try? BluetoothUUID(parsing: c.uuid)).flatMap { try? GATTDecoder.decode(characteristic: $0, value: value) }
+    if json {
+        var o: [String: Any] = ["uuid": c.uuid, "value": hexString(value)]
+        if let decoded { o["decoded"] = (try? JSONSerialization.jsonObject(with: Data(decoded.jsonString.utf8))) ?? NSNull() }
+        for (k, v) in extra { o[k] = v }
+        out(jsonLine(o))
+    } else {
+        out("\(hexString(value))\(decoded.map { "  → " + gattText($0) } ?? "")")
+    }
+
+}
+
+struct ReadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "read", abstract: "Read a characteristic and decode its value.")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    @Argument(help: "The characteristic UUID (e.g. 2a19 or the full form).") var uuid: String
+    @Option(help: "Read from this byte offset.") var offset: UInt16 = 0
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let (_, c) = try characteristic(options, client, address, uuid)
+            let value: [UInt8]
+            do { value = try await client.readValue(c.id, offset: offset) } catch { throw CLIError(error) }
+            printValue(value, c, json: options.json)
+        }
+    }
+}
+
+struct WriteCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "write", abstract: "Write a value (hex) to a characteristic.")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    @Argument(help: "The characteristic UUID.") var uuid: String
+    @Argument(help: "The value as hex bytes, e.g. 01ff or \"01 ff\".") var value: String
+    @Flag(help: "Write without response (a write command).") var withoutResponse = false
+    @Option(help: "Write at this byte offset.") var offset: UInt16 = 0
+
+    func validate() throws { _ = try DecodeArguments.hex(value) }
+
+    func run() async throws {
+        try await runReporting {
+            let bytes = try DecodeArguments.hex(value)
+            let client = try await options.client()
+            let (_, c) = try characteristic(options, client, address, uuid)
+            do {
+                try await client.writeValue(c.id, bytes, offset: offset, type: withoutResponse ? .command : .request)
+            } catch { throw CLIError(error) }
+            out(options.json ? jsonLine(["uuid": c.uuid, "written": hexString(bytes)]) : "Wrote \(bytes.count) bytes to \(shortUUID(c.uuid)).")
+        }
+    }
+}
+
+struct NotifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notify", abstract: "Stream a characteristic's notifications, decoded.",
+        discussion: "Runs until --count values, --duration seconds or Ctrl-C; notifications are stopped on the way out.")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    @Argument(help: "The characteristic UUID (e.g. 2a37).") var uuid: String
+    @Option(help: "Stop after this many values.") var count: Int?
+    @Option(help: "Stop after this many seconds.") var duration: Double?
+
+    func validate() throws {
+        if let count, count < 1 { throw ValidationError("--count must be at least 1") }
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+    }
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let (_, c) = try characteristic(options, client, address, uuid)
+            guard c.canNotify else { throw CLIError("characteristic \(shortUUID(c.uuid)) does not notify (flags: \(c.flags.sorted().joined(separator: ", "))).") }
+            let stream: AsyncStream<NotificationEvent>
+            do { stream = try await client.notifications(c.id) } catch { throw CLIError(error) }
+            let stop = StopSignal(after: duration)
+            let json = options.json, limit = count
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    var seen = 0
+                    for await event in stream {
+                        switch event {
+                        case let .value(v):
+                            printValue(v, c, json: json)
+                            seen += 1
+                            if let limit, seen >= limit { return }
+                        case let .paused(reason):
+                            printError("Notifications paused: \(reason.description)")
+                        case .resumed:
+                            printError("Notifications resumed.")
+                        }
+                    }
+                }
+                group.addTask { await stop.wait() }
+                await group.next()
+                group.cancelAll()
+            }
+            try? await client.stopNotify(c.id)
+        }
+    }
+}

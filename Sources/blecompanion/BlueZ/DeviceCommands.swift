@@ -1,0 +1,236 @@
+import ArgumentParser
+import BLEParsing
+import BlueZ
+import DBus
+import Foundation
+
+struct DevicesCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "devices", abstract: "List the devices bluetoothd knows (discovered, paired or connected).")
+    @OptionGroup var options: BlueZOptions
+    @Flag(help: "Only paired devices.") var paired = false
+    @Flag(help: "Only connected devices.") var connected = false
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let adapter = try options.adapter(of: client, requirePowered: false)
+            let snap = client.mirror.snapshot()
+            let list = snap.devices(on: adapter.id).filter { (!paired || $0.paired) && (!connected || $0.connected) }
+            for d in list {
+                out(options.json ? jsonLine(deviceJSON(d, battery: snap.batteries[d.id])) : deviceLine(d, battery: snap.batteries[d.id]))
+            }
+            if list.isEmpty && !options.json { out("No devices on \(adapter.id.name). Run `blecompanion scan` to discover some.") }
+        }
+    }
+}
+
+struct ScanCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "scan",
+        abstract: "Discover devices and stream them with their decoded advertisements.",
+        discussion: "Runs until --duration has passed or Ctrl-C; stops discovery on the way out.")
+    @OptionGroup var options: BlueZOptions
+    @Option(help: "Stop after this many seconds (default: run until Ctrl-C).") var duration: Double?
+    @Option(help: "Only devices at least this strong (dBm, e.g. -80).") var rssi: Int16?
+    @Option(help: "Only devices advertising this service UUID (repeatable).") var uuid: [String] = []
+    @Option(help: "le, bredr or auto.") var transport: String?
+    @Flag(help: "Report every advertisement, not only changes.") var duplicates = false
+
+    func validate() throws {
+        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        if let transport, DiscoveryFilter.Transport(rawValue: transport) == nil {
+            throw ValidationError("--transport must be le, bredr or auto, got \"\(transport)\"")
+        }
+    }
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let adapter = try options.adapter(of: client)
+            let events = client.mirror.events()
+            let filter = DiscoveryFilter(uuids: uuid.map(BlueZSnapshot.normalizeUUID), rssi: rssi,
+                                         transport: transport.flatMap(DiscoveryFilter.Transport.init(rawValue:)) ?? .le,
+                                         duplicateData: duplicates)
+            // Devices already in range (another client was discovering) are
+            // reported first; everything after comes from the event stream.
+            let before = client.mirror.snapshot().devices(on: adapter.id).filter { $0.rssi != nil }
+            let session: DiscoverySession
+            do { session = try await client.discover(adapter: adapter.id, filter: filter) } catch { throw CLIError(error) }
+            if !options.json { printError("Scanning on \(adapter.id.name)… (Ctrl-C to stop)") }
+            for d in before { report(d, client) }
+            let stop = StopSignal(after: duration)
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for await event in events {
+                        switch event {
+                        case let .interfacesAdded(path, names) where names.contains(BlueZInterface.device):
+                            if let id = DeviceID(path: path), id.adapter == adapter.id, let d = client.mirror.snapshot().devices[id] { report(d, client) }
+                        case let .propertiesChanged(path, BlueZInterface.device, changed, _):
+                            guard changed.keys.contains(where: { ["RSSI", "ManufacturerData", "ServiceData", "Name", "Alias"].contains($0) }),
+                                  let id = DeviceID(path: path), id.adapter == adapter.id,
+                                  let d = client.mirror.snapshot().devices[id] else { continue }
+                            report(d, client)
+                        case let .interfacesRemoved(path, names) where names.contains(BlueZInterface.device):
+                            if let id = DeviceID(path: path), id.adapter == adapter.id {
+                                out(options.json ? jsonLine(["address": id.address.description, "event": "lost"]) : "\(id.address)  lost")
+                            }
+                        case .availability(false):
+                            printError("bluetoothd went away; waiting for it to return…")
+                        default:
+                            continue
+                        }
+
+                    }
+                }
+                group.addTask { await stop.wait() }
+                await group.next()
+                group.cancelAll()
+            }
+            await session.stop()
+        }
+    }
+
+    /// The discovery filter applied to what we print too: bluetoothd filters
+    /// only new reports, not devices it already knew.
+    private func passes(_ d: Device) -> Bool {
+        if let rssi, let r = d.rssi, r < rssi { return false }
+        if !uuid.isEmpty {
+            let wanted = Set(uuid.map(BlueZSnapshot.normalizeUUID))
+            let offered = Set(d.uuids.map { $0.lowercased() }).union(d.serviceData.keys)
+            if wanted.isDisjoint(with: offered) { return false }
+        }
+        return true
+    }
+
+    private func report(_ d: Device, _ client: BlueZClient) {
+        guard passes(d) else { return }
+        let battery = client.mirror.snapshot().batteries[d.id]
+        out(options.json ? jsonLine(deviceJSON(d, battery: battery)) : deviceLine(d, battery: battery))
+
+    }
+}
+
+struct InfoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "info", abstract: "Show a device's properties and GATT tree with decoded values.")
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address, e.g. AA:BB:CC:DD:EE:FF.") var address: String
+    @Flag(help: "Do not read characteristic values (show only cached ones).") var noRead = false
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let (_, device) = try options.device(address, of: client)
+            let snap = client.mirror.snapshot()
+            var tree: [[String: Any]] = []
+            var lines: [String] = []
+            lines.append("Device \(device.address) (\(device.addressType ?? "public"))")
+            for (k, v) in (snap.objects[device.id.path]?[BlueZInterface.device] ?? [:]).sorted(by: { $0.key < $1.key }) { lines.append("  \(k): \(propertyText(v))") }
+            if let b = snap.batteries[device.id] { lines.append("  Battery: \(b) %") }
+            let decoded = decodedAdvertisement(device)
+            if !decoded.isEmpty { lines.append("  Decoded advertisement: \(readingsText(decoded))") }
+            for entry in snap.gattTree(of: device.id) {
+                let s = entry.service
+                lines.append("  Service \(shortUUID(s.uuid))\(sigName(s.uuid)) \(s.primary ? "(primary)" : "(secondary)")")
+                var chars: [[String: Any]] = []
+                for (c, descriptors) in entry.characteristics {
+                    var value = c.value
+                    if !noRead && c.canRead && device.connected {
+                        value = (try? await client.readValue(c.id)) ?? value
+                    }
+                    var line = "    Characteristic \(shortUUID(c.uuid))\(sigName(c.uuid)) [\(c.flags.sorted().joined(separator: ", "))]"
+                    var cj: [String: Any] = ["uuid": c.uuid, "flags": c.flags.sorted(), "path": c.id.path.rawValue]
+                    if let value {
+                        line += " = \(hexString(value))"
+                        cj["value"] = hexString(value)
+                        if let g = try? GATTDecoder.decode(characteristic: try BluetoothUUID(parsing: c.uuid), value: value) {
+                            line += "  → \(gattText(g))"
+                            cj["decoded"] = (try? JSONSerialization.jsonObject(with: Data(g.jsonString.utf8))) ?? NSNull()
+                        }
+                    }
+                    lines.append(line)
+                    for d in descriptors { lines.append("      Descriptor \(shortUUID(d.uuid))\(sigName(d.uuid))\(d.value.map { " = " + hexString($0) } ?? "")") }
+                    chars.append(cj)
+                }
+                tree.append(["uuid": s.uuid, "primary": s.primary, "characteristics": chars])
+            }
+            if options.json {
+                var o = deviceJSON(device, battery: snap.batteries[device.id])
+                o["gatt"] = tree
+                out(jsonLine(o))
+            } else {
+                if tree.isEmpty { lines.append(device.connected ? "  (GATT services not resolved yet)" : "  (connect to see the GATT services)") }
+                out(lines.joined(separator: "\n"))
+            }
+        }
+    }
+}
+
+func propertyText(_ v: DBusValue) -> String {
+    switch v.unwrapped {
+    case let .string(s): return s
+    case let .boolean(b): return b ? "yes" : "no"
+    case let .int16(n): return "\(n)"
+    case let .uint16(n): return String(format: "0x%04x", n)
+    case let .uint32(n): return String(format: "0x%08x", n)
+    case let .byte(n): return "\(n)"
+    case let .objectPath(p): return p.rawValue
+    case let .bytes(b): return hexString(b)
+    case let .array(_, items): return items.map(propertyText).joined(separator: ", ")
+    case let .dictionary(_, _, entries): return entries.map { "\(propertyText($0.key)): \(propertyText($0.value))" }.joined(separator: "; ")
+    default: return "\(v.unwrapped)"
+    }
+}
+
+func shortUUID(_ uuid: String) -> String {
+    if uuid.hasSuffix("-0000-1000-8000-00805f9b34fb"), uuid.hasPrefix("0000") { return "0x" + uuid.dropFirst(4).prefix(4) }
+    return uuid
+}
+
+func sigName(_ uuid: String) -> String {
+    guard let u = try? BluetoothUUID(parsing: uuid), let name = AssignedNumbers.name(for: u) else { return "" }
+    return " (\(name))"
+}
+
+func gattText(_ g: GATTValue) -> String {
+    if g.readings.isEmpty {
+        let fields = g.fields.map { "\($0.0)=\(DecodeOutput.fieldText($0.1))" }
+        return fields.isEmpty ? g.modelName : fields.joined(separator: ", ")
+    }
+    return g.readings.map { r in
+        var s = "\(DecodeOutput.readingName(r))=\(DecodeOutput.readingValue(r.value))"
+        if let u = r.unit, !u.isEmpty { s += " \(u)" }
+        return s
+    }.joined(separator: ", ")
+}
+
+/// Completes after `seconds`, or at SIGINT/SIGTERM (whichever first).
+final class StopSignal: @unchecked Sendable {
+    private let stream: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+    private var sources: [any DispatchSourceSignal] = []
+
+    init(after seconds: Double?) {
+        (stream, continuation) = AsyncStream<Void>.makeStream()
+        let c = continuation
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { c.yield(()) }
+            source.resume()
+            sources.append(source)
+        }
+        if let seconds {
+            Task {
+                try? await Task.sleep(for: .seconds(seconds))
+                c.yield(())
+            }
+        }
+    }
+
+    func wait() async {
+        for await _ in stream { break }
+        for s in sources { s.cancel() }
+    }
+}

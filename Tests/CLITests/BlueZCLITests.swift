@@ -1,0 +1,170 @@
+import DBus
+import Foundation
+import Testing
+
+/// `blecompanion simulate` running in the background on its own private bus,
+/// stopped (SIGTERM, then waited for) when the test is done.
+final class SimulatorProcess: @unchecked Sendable {
+    let process = Process()
+    let address: String
+
+    init(scenario: String = "demo-home.json", filePath: String = #filePath) throws {
+        let root = URL(fileURLWithPath: filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        process.executableURL = URL(fileURLWithPath: try DoctorCLI.executable())
+        process.arguments = ["simulate", root.appendingPathComponent("fixtures/scenarios/\(scenario)").path, "--quiet"]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // The first line names the bus: DBUS_SYSTEM_BUS_ADDRESS=<address>.
+        var line = Data()
+        let handle = out.fileHandleForReading
+        while true {
+            let byte = handle.readData(ofLength: 1)
+            if byte.isEmpty || byte == Data([0x0A]) { break }
+            line.append(byte)
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard let eq = text.firstIndex(of: "="), text.hasPrefix("DBUS_SYSTEM_BUS_ADDRESS=") else {
+            process.terminate()
+            process.waitUntilExit()
+            throw DoctorCLI.TimedOut(arguments: ["simulate: no address line, got \"\(text)\""], seconds: 0)
+        }
+        address = String(text[text.index(after: eq)...])
+    }
+
+    func run(_ arguments: [String], timeout: Double = 60) throws -> DoctorCLI.Run {
+        try DoctorCLI.run(arguments + ["--bus", address], timeout: timeout)
+    }
+
+    func stop() {
+        if process.isRunning {
+            process.terminate()
+            process.waitUntilExit()
+        }
+    }
+
+    deinit { stop() }
+}
+
+func jsonLines(_ text: String) -> [[String: Any]] {
+    text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(3))) struct BlueZCLITests {
+    let ruuvi = "CB:B8:33:4C:88:4F"
+    let strap = "E4:5F:01:AA:10:01"
+    let lock = "F4:12:FA:33:44:55"
+    let flaky = "EC:11:27:00:BE:EF"
+
+    @Test func scanStreamsDevicesWithDecodedReadingsThenDevicesListsThem() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let scan = try sim.run(["scan", "--duration", "2", "--json"])
+        #expect(scan.status == 0, "\(scan.stderr)")
+        let lines = jsonLines(scan.stdout)
+        let ruuviLines = lines.filter { $0["address"] as? String == ruuvi }
+        #expect(!ruuviLines.isEmpty)
+        let decoded = ruuviLines.first?["decoded"] as? [[String: Any]]
+        #expect(decoded?.first?["format"] as? String == "ruuvi")
+        let kinds = (decoded?.first?["readings"] as? [[String: Any]])?.compactMap { $0["kind"] as? String } ?? []
+        #expect(kinds.contains("temperature") && kinds.contains("humidity") && kinds.contains("pressure"))
+        #expect(ruuviLines.first?["rssi"] is Int)
+
+        let devices = try sim.run(["devices"])
+        #expect(devices.status == 0)
+        #expect(devices.stdout.contains("\(ruuvi)  Ruuvi 884F  RSSI"))
+        #expect(devices.stdout.contains("temperature="))
+        // A UUID filter only lets matching devices through (BTHome: fcd2).
+        let filtered = try sim.run(["scan", "--duration", "1.5", "--json", "--uuid", "fcd2"])
+        #expect(filtered.status == 0)
+        let addresses = Set(jsonLines(filtered.stdout).compactMap { $0["address"] as? String })
+        #expect(!addresses.isEmpty && !addresses.contains(ruuvi), "\(addresses)")
+    }
+
+    @Test func connectInfoReadNotifyWriteDisconnect() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        _ = try sim.run(["scan", "--duration", "1"])
+        let connect = try sim.run(["connect", strap])
+        #expect(connect.status == 0, "\(connect.stderr)")
+        #expect(connect.stdout.contains("Connected to Polar H10"))
+
+        let info = try sim.run(["info", strap])
+        #expect(info.status == 0)
+        #expect(info.stdout.contains("Service 0x180d (Heart Rate) (primary)"))
+        #expect(info.stdout.contains("Characteristic 0x2a38 (Body Sensor Location) [read] = 01  → location=chest"))
+
+        let read = try sim.run(["read", strap, "2a19", "--json"])
+        #expect(read.status == 0)
+        let value = jsonLines(read.stdout).first
+        #expect((value?["decoded"] as? [String: Any])?["model"] as? String == "battery_level")
+
+        let notify = try sim.run(["notify", strap, "2a37", "--count", "3", "--json"], timeout: 30)
+        #expect(notify.status == 0, "\(notify.stderr)")
+        let beats = jsonLines(notify.stdout).compactMap { (($0["decoded"] as? [String: Any])?["readings"] as? [[String: Any]])?.first { $0["kind"] as? String == "heart_rate" }?["value"] as? Double }
+        #expect(beats.count == 3 && beats.allSatisfy { (30...220).contains($0) }, "\(notify.stdout)")
+
+        let write = try sim.run(["write", strap, "2a39", "01"])
+        #expect(write.status == 0, "\(write.stderr)")
+        let badHex = try sim.run(["write", strap, "2a39", "0g"])
+        #expect(badHex.status == 64)
+
+        let disconnect = try sim.run(["disconnect", strap])
+        #expect(disconnect.status == 0)
+        let after = try sim.run(["read", strap, "2a19"])
+        #expect(after.status == 1)
+        #expect(after.stderr.contains("is not connected: run `blecompanion connect \(strap)` first"))
+    }
+
+    @Test func pairingFaultsAndErrorsSayWhatToDo() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        _ = try sim.run(["scan", "--duration", "1"])
+        // No terminal and no --passkey: rejected, and told which option was needed.
+        let refused = try sim.run(["pair", lock])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("pass --passkey NNNNNN"))
+        #expect(refused.stderr.contains("AuthenticationRejected"))
+        let wrong = try sim.run(["pair", lock, "--passkey", "111111"])
+        #expect(wrong.status == 1)
+        #expect(wrong.stderr.contains("pairing with \(lock) failed: Authentication"))
+        let paired = try sim.run(["pair", lock, "--passkey", "246810", "--trust"])
+        #expect(paired.status == 0, "\(paired.stderr)")
+        let list = try sim.run(["devices", "--paired", "--json"])
+        let entry = jsonLines(list.stdout).first { $0["address"] as? String == lock }
+        #expect(entry?["paired"] as? Bool == true && entry?["trusted"] as? Bool == true)
+        #expect(try sim.run(["untrust", lock]).status == 0)
+        #expect(try sim.run(["unpair", lock]).status == 0)
+
+        // The flaky device aborts its first connection, with bluetoothd's reason and advice.
+        let flakyConnect = try sim.run(["connect", flaky])
+        #expect(flakyConnect.status == 1)
+        #expect(flakyConnect.stderr.contains("Failed: le-connection-abort-by-local (the local adapter gave up"))
+
+        let unknown = try sim.run(["info", "11:22:33:44:55:66"])
+        #expect(unknown.status == 1)
+        #expect(unknown.stderr.contains("device 11:22:33:44:55:66 on hci0"))
+        let badAdapter = try sim.run(["devices", "--adapter", "hci9"])
+        #expect(badAdapter.status == 1)
+        #expect(badAdapter.stderr.contains("adapter hci9 (bluetoothd has hci0)"))
+        let badAddress = try sim.run(["info", "not-an-address"])
+        #expect(badAddress.status == 1)
+        #expect(badAddress.stderr.contains("is not a Bluetooth address"))
+    }
+
+    @Test func withoutABusOrBluetoothdTheMessageSaysSo() throws {
+        let noBus = try DoctorCLI.run(["devices", "--bus", "unix:path=/nonexistent/bus"])
+        #expect(noBus.status == 1)
+        #expect(noBus.stderr.contains("cannot reach the unix:path=/nonexistent/bus bus"))
+        let badBus = try DoctorCLI.run(["scan", "--bus", "nowhere"])
+        #expect(badBus.status == 64)
+        // A bus without bluetoothd on it.
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let empty = try DoctorCLI.run(["devices", "--bus", bus.address], timeout: 30)
+        #expect(empty.status == 1)
+        #expect(empty.stderr.contains("bluetoothd is not running on the \(bus.address) bus (org.bluez has no owner)"))
+    }
+}
