@@ -57,7 +57,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing"]),
+        .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing", "BlueZ", "BlueZSimulator"]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
 
         // MARK: Tests

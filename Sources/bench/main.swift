@@ -11,6 +11,8 @@ usage: bench dbus-receive --address ADDRESS --count N
        bench dbus-decode [ITERATIONS]
        bench dbus-idle [SECONDS]
        bench parsing [--json] [--iterations N]
+       bench bluez-sim --address ADDRESS --devices D
+       bench bluez-ingest --address ADDRESS --devices D [--count N]
 """
 
 switch arguments.first {
@@ -20,6 +22,10 @@ case "dbus-idle":
     exit(await DBusIdleBench.run(Array(arguments.dropFirst())))
 case "dbus-decode":
     exit(DBusDecodeBench.run(Array(arguments.dropFirst())))
+case "bluez-sim":
+    exit(await BlueZIngestBench.runSimulator(Array(arguments.dropFirst())))
+case "bluez-ingest":
+    exit(await BlueZIngestBench.runIngest(Array(arguments.dropFirst())))
 case "parsing":
     exit(ParsingBench.run(Array(arguments.dropFirst())))
 default:
