@@ -168,6 +168,11 @@ extension BlueZSimulator {
         a.discovering = false
         a.registration?.setProperty(BlueZ.adapter, "Discovering", .boolean(false))
         log("discovery stopped on \(a.spec.id)")
+        // As bluetoothd does when discovery ends: RSSI and TxPower describe
+        // the last advertisement seen and are invalidated with it.
+        for d in devices where d.adapterID == a.spec.id && d.registration != nil {
+            d.registration?.removeProperties(BlueZ.device, ["RSSI", "TxPower"])
+        }
         for d in devices where d.adapterID == a.spec.id && d.registration != nil && !d.isKept {
             scheduleRemoval(d)
         }

@@ -478,6 +478,24 @@ extension ConnectionCore {
         ])
     }
 
+    func removePropertiesOnLoop(path: ObjectPath, interface: String, _ names: [String]) {
+        guard let object = exports.objects[path], let iface = object.interfaces[interface] else { return }
+        var invalidated: [DBusValue] = []
+        for name in Set(names).sorted() {
+            guard object.values[interface]?[name] != nil else { continue }
+            object.values[interface]?[name] = nil
+            if let p = iface.properties.first(where: { $0.name == name }), p.emitsChange == .yes || p.emitsChange == .invalidates {
+                invalidated.append(.string(name))
+            }
+        }
+        guard !invalidated.isEmpty else { return }
+        emitOnLoop(path: path, interface: StandardInterface.properties, member: "PropertiesChanged", body: [
+            .string(interface),
+            .dictionary(key: .string, value: .variant, []),
+            .array(.string, invalidated),
+        ])
+    }
+
     func addInterfacesOnLoop(path: ObjectPath, owner: UInt64, _ interfaces: [DBusExportedInterface]) {
         let object = exports.objects[path] ?? ExportRegistry.Object(owner: owner)
         exports.objects[path] = object

@@ -112,6 +112,15 @@ public final class DBusObjectRegistration: Sendable {
         setProperties(interface, [name: value])
     }
 
+    /// Removes property values (Get then fails, GetAll leaves them out) and
+    /// announces them in PropertiesChanged's invalidated list — how BlueZ
+    /// drops a device's RSSI when discovery stops. Names without a value are
+    /// ignored.
+    public func removeProperties(_ interface: String, _ names: [String]) {
+        let core = self.core, path = self.path
+        core.execute { core.removePropertiesOnLoop(path: path, interface: interface, names) }
+    }
+
     /// Reads the current value of a property.
     public func property(_ interface: String, _ name: String) async -> DBusValue? {
         let core = self.core, path = self.path

@@ -37,6 +37,10 @@ func withSimulator<T>(_ scenario: String, filePath: String = #filePath, _ body: 
             // The RSSI filter keeps the -95 dBm device out, as bluetoothd does.
             #expect(client.mirror.snapshot().device(try BluetoothAddress("F0:00:00:00:00:05")) == nil)
             await session.stop()
+            // Stopping discovery invalidates RSSI, as bluetoothd does: no stale signal strengths.
+            let lockID = try device(client, "F0:00:00:00:00:02")
+            try await client.mirror.wait(for: "RSSI to be invalidated", timeout: .seconds(5)) { $0.devices[lockID]?.rssi == nil }
+            #expect(client.mirror.snapshot().objects[lockID.path]?["org.bluez.Device1"]?["RSSI"] == nil)
 
             // Connect fails twice with bluetoothd's reason, then works, then the link drops.
             let flaky = try device(client, "F0:00:00:00:00:01")

@@ -182,3 +182,34 @@ import Testing
         }
     }
 }
+
+@Suite(.timeLimit(.minutes(1))) struct PropertyRemovalTests {
+    @Test func removedPropertiesAreInvalidatedAndGone() async throws {
+        try await withBus { bus in
+            let server = try await DBusConnection.connect(to: .address(bus.address))
+            let client = try await DBusConnection.connect(to: .address(bus.address))
+            let reg = try await server.export("/dev", interfaces: [
+                DBusExportedInterface(DBusInterfaceDescription("org.bluez.Device1", properties: [
+                    DBusPropertyDescription("RSSI", .int16), DBusPropertyDescription("Name", .string),
+                ]), values: ["RSSI": .int16(-50), "Name": .string("x")]),
+            ])
+            let changes = try await client.signals(matching: DBusMatchRule(sender: server.uniqueName, member: "PropertiesChanged"))
+            reg.removeProperties("org.bluez.Device1", ["RSSI", "Missing"])
+            let signal = try #require(try await first(changes))
+            #expect(signal.body == [.string("org.bluez.Device1"), .dictionary(key: .string, value: .variant, []), .array(.string, [.string("RSSI")])])
+            let proxy = DBusProxy(connection: client, destination: server.uniqueName, path: "/dev", interface: "org.bluez.Device1")
+            #expect(try await proxy.allProperties() == ["Name": .string("x")])
+            do {
+                _ = try await proxy.property("RSSI")
+                Issue.record("RSSI still readable")
+            } catch let e as DBusError {
+                #expect(e.remoteName == DBusErrorName.unknownProperty)
+            }
+            // Setting it again announces the value.
+            reg.setProperty("org.bluez.Device1", "RSSI", .int16(-60))
+            let again = try #require(try await first(changes))
+            #expect(again.body[1] == .dictionary(key: .string, value: .variant, [DBusDictEntry(.string("RSSI"), .variant(.int16(-60)))]))
+        }
+    }
+}
+
