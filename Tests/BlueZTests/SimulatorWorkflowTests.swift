@@ -75,6 +75,87 @@ func withSimulator<T>(_ scenario: String, filePath: String = #filePath, _ body: 
         }
     }
 
+    @Test func everyOperationThroughTheClient() async throws {
+        try await withSimulator("test-basic.json") { _, client in
+            let hci0 = try client.adapter().id
+            try await client.setAlias("bench-host", adapter: hci0)
+            try await client.setPairable(true, adapter: hci0)
+            try await client.setDiscoverable(true, adapter: hci0)
+            try await client.mirror.wait(for: "adapter alias", timeout: .seconds(5)) { $0.adapters[hci0]?.alias == "bench-host" }
+            #expect(client.mirror.snapshot().adapters[hci0]?.discoverable == true)
+
+            let session = try await client.discover(adapter: hci0, filter: DiscoveryFilter(transport: .le, duplicateData: false))
+            // A second StartDiscovery from the same client: InProgress, as bluetoothd says.
+            await #expect(throws: BlueZError.bluez(.inProgress, message: "Operation already in progress")) { try await client.startDiscovery(adapter: hci0) }
+            let strap = try device(client, "A4:C1:38:00:00:02")
+            try await client.mirror.wait(for: "the strap", timeout: .seconds(5)) { $0.devices[strap] != nil }
+            try await client.setTrusted(true, device: strap)
+            try await client.setAlias("Chest", device: strap)
+            try await client.mirror.wait(for: "trusted + alias", timeout: .seconds(5)) { $0.devices[strap]?.trusted == true && $0.devices[strap]?.alias == "Chest" }
+
+            // Connect twice at once: one succeeds, the other is InProgress.
+            @Sendable func attempt() async -> Result<Void, BlueZError> {
+                do throws(BlueZError) {
+                    try await client.connect(strap)
+                    return .success(())
+                } catch {
+                    return .failure(error)
+                }
+            }
+            async let a = attempt()
+            async let b = attempt()
+            let outcomes = await [a, b]
+            #expect(outcomes.filter { if case .success = $0 { return true } else { return false } }.count == 1)
+            #expect(outcomes.contains { if case .failure(.bluez(.inProgress, _)) = $0 { return true } else { return false } }, "\(outcomes)")
+            try await client.waitForServicesResolved(strap, timeout: .seconds(5))
+            // Battery1 appears once connected, as BlueZ's battery plugin does it.
+            try await client.mirror.wait(for: "battery", timeout: .seconds(5)) { $0.batteries[strap] == 87 }
+            let snap = client.mirror.snapshot()
+            let hrm = try #require(snap.characteristic("2a37", on: strap))
+            let location = try #require(snap.characteristic("2a38", on: strap))
+            let control = try #require(snap.characteristic("2a39", on: strap))
+            #expect(try await client.readValue(location.id) == [0x01])
+            #expect(try await client.readValue(location.id, offset: 1) == [])
+            await #expect(throws: BlueZError.self) { try await client.readValue(location.id, offset: 5) }
+            await #expect(throws: BlueZError.bluez(.notPermitted, message: "Write not permitted")) { try await client.writeValue(location.id, [2]) }
+
+            // Notifications, and a write that makes the device notify.
+            let stream = try await client.notifications(hrm.id)
+            var iterator = stream.makeAsyncIterator()
+            var values: [[UInt8]] = []
+            while values.count < 2, let e = await iterator.next() { if case let .value(v) = e { values.append(v) } }
+            #expect(values.allSatisfy { $0.count == 2 && $0[0] == 0 })
+            try await client.writeValue(control.id, [0x01], type: .request)
+            var sawReply = false
+            for _ in 0..<20 {
+                guard let e = await iterator.next() else { break }
+                if case .value([0x00, 0x50]) = e { sawReply = true; break }
+            }
+            #expect(sawReply, "writing 01 to 2a39 makes 2a37 notify 0050")
+
+            // A descriptor: the CCC of the measurement.
+            if let ccc = client.mirror.snapshot().descriptors.values.first(where: { $0.characteristic == hrm.id.path && $0.uuid.hasPrefix("00002902") }) {
+                #expect(try await client.readValue(ccc.id, descriptor: true).count == 2)
+            }
+            // ConnectProfile for a UUID the device has.
+            try await client.connectProfile("0000180d-0000-1000-8000-00805f9b34fb", device: strap)
+
+            try await client.disconnect(strap)
+            try await client.mirror.wait(for: "disconnected", timeout: .seconds(5)) { $0.devices[strap]?.connected == false }
+            await session.stop()
+
+            // Power off: NotReady for radio work.
+            try await client.setPowered(false, adapter: hci0)
+            try await client.mirror.wait(for: "powered off", timeout: .seconds(5)) { $0.adapters[hci0]?.powered == false }
+            await #expect(throws: BlueZError.bluez(.notReady, message: "Resource Not Ready")) { try await client.startDiscovery(adapter: hci0) }
+            try await client.setPowered(true, adapter: hci0)
+            // Forget the strap.
+            try await client.removeDevice(strap)
+            try await client.mirror.wait(for: "removed", timeout: .seconds(5)) { $0.devices[strap] == nil }
+            await #expect(throws: BlueZError.self) { try await client.removeDevice(strap) }
+        }
+    }
+
     @Test func adapterAndBluetoothdOutagesAreFollowed() async throws {
         try await withSimulator("test-outage.json") { _, client in
             let events = client.mirror.events()
