@@ -59,6 +59,31 @@ struct PropertyReader {
         return out
     }
 
+    /// `a{yv}` with byte-array values (AdvertisingData), keyed by AD type.
+    mutating func advertisingData(_ name: String) -> [UInt8: [UInt8]]? {
+        guard let value = values[name] else { return nil }
+        guard case let .dictionary(.byte, .variant, entries) = value.unwrapped else {
+            problems.append("\(interface).\(name) should be \"a{yv}\" but is \"\(value.unwrapped.type.signature)\"")
+            return nil
+        }
+        var out: [UInt8: [UInt8]] = [:]
+        for e in entries {
+            guard case let .byte(k) = e.key, let bytes = Self.bytes(e.value) else { continue }
+            out[k] = bytes
+        }
+        return out
+    }
+
+    /// The object-path keys of an `a{oa{sv}}` (Sets).
+    mutating func objectPathKeys(_ name: String) -> [ObjectPath]? {
+        guard let value = values[name] else { return nil }
+        guard case let .dictionary(.objectPath, _, entries) = value.unwrapped else {
+            problems.append("\(interface).\(name) should be \"a{oa{sv}}\" but is \"\(value.unwrapped.type.signature)\"")
+            return nil
+        }
+        return entries.compactMap { if case let .objectPath(p) = $0.key { return p } else { return nil } }
+    }
+
     static func bytes(_ v: DBusValue) -> [UInt8]? {
         switch v.unwrapped {
         case let .bytes(b): return b
@@ -103,6 +128,14 @@ public struct Adapter: Sendable, Equatable {
     public var modalias: String?
     /// "central", "peripheral", "central-peripheral".
     public var roles: [String]
+    /// Accepts incoming connections; writable.
+    public var connectable: Bool?
+    /// UUIDs of the experimental features bluetoothd has enabled.
+    public var experimentalFeatures: [String]
+    /// The controller manufacturer's company identifier.
+    public var manufacturer: UInt16?
+    /// The Bluetooth core version the controller implements (HCI version code).
+    public var version: UInt8?
     /// Properties that arrived with a type the API does not document.
     public var problems: [String]
     /// Every property as received, for display.
@@ -126,6 +159,10 @@ public struct Adapter: Sendable, Equatable {
         uuids = r.get("UUIDs", as: [String].self) ?? []
         modalias = r.get("Modalias")
         roles = r.get("Roles", as: [String].self) ?? []
+        connectable = r.get("Connectable")
+        experimentalFeatures = r.get("ExperimentalFeatures", as: [String].self) ?? []
+        manufacturer = r.get("Manufacturer")
+        version = r.get("Version")
         problems = r.problems
         raw = properties
     }
@@ -167,13 +204,24 @@ public struct Device: Sendable, Equatable {
     public var uuids: [String]
     public var modalias: String?
     public var adapterPath: ObjectPath?
+    /// Paired over a cable (e.g. a game controller's USB pairing).
+    public var cablePairing: Bool?
+    /// The Flags AD type of the last advertisement.
+    public var advertisingFlags: [UInt8]
+    /// Advertising data types bluetoothd passes through, keyed by AD type.
+    public var advertisingData: [UInt8: [UInt8]]
+    /// Coordinated sets (e.g. a pair of earbuds) the device belongs to.
+    public var sets: [ObjectPath]
+    /// For dual-mode devices: "last-used", "bredr", "le" or "last-seen"; writable.
+    public var preferredBearer: String?
     /// Properties that arrived with a type the API does not document.
     public var problems: [String] { problemsByKey.keys.sorted().compactMap { problemsByKey[$0] } }
     private var problemsByKey: [String: String] = [:]
 
     static let keys = ["AddressType", "Name", "Alias", "Appearance", "Icon", "Class", "Paired", "Bonded", "Trusted",
                        "Blocked", "Connected", "ServicesResolved", "LegacyPairing", "WakeAllowed", "RSSI", "TxPower",
-                       "ManufacturerData", "ServiceData", "UUIDs", "Modalias", "Adapter"]
+                       "ManufacturerData", "ServiceData", "UUIDs", "Modalias", "Adapter", "CablePairing",
+                       "AdvertisingFlags", "AdvertisingData", "Sets", "PreferredBearer"]
 
     public init(id: DeviceID, properties: [String: DBusValue]) {
         self.id = id
@@ -186,6 +234,9 @@ public struct Device: Sendable, Equatable {
         manufacturerData = [:]
         serviceData = [:]
         uuids = []
+        advertisingFlags = []
+        advertisingData = [:]
+        sets = []
         update(Device.keys, from: properties)
     }
 
@@ -217,6 +268,11 @@ public struct Device: Sendable, Equatable {
             case "UUIDs": uuids = r.get(key, as: [String].self) ?? []
             case "Modalias": modalias = r.get(key)
             case "Adapter": adapterPath = r.get(key)
+            case "CablePairing": cablePairing = r.get(key)
+            case "AdvertisingFlags": advertisingFlags = r.get(key, as: [UInt8].self) ?? []
+            case "AdvertisingData": advertisingData = r.advertisingData(key) ?? [:]
+            case "Sets": sets = r.objectPathKeys(key) ?? []
+            case "PreferredBearer": preferredBearer = r.get(key)
             default: continue
             }
             problemsByKey[key] = r.problems.count > before ? r.problems.last : nil

@@ -89,6 +89,34 @@ import DBus
         #expect(d.problems == ["org.bluez.Device1.RSSI should be \"n\" but is \"s\""])
     }
 
+    @Test func everyDocumentedDevicePropertyIsTyped() throws {
+        var props = deviceProps(rssi: -60)
+        props["AdvertisingFlags"] = .bytes([0x06])
+        props["AdvertisingData"] = .dictionary(key: .byte, value: .variant, [DBusDictEntry(.byte(0x2b), .variant(.bytes([1, 2])))])
+        props["Sets"] = .dictionary(key: .objectPath, value: .dictionary(key: .string, value: .variant), [
+            DBusDictEntry(.objectPath("/org/bluez/hci0/set_1"), .dictionary(key: .string, value: .variant, [DBusDictEntry(.string("Rank"), .variant(.byte(1)))])),
+        ])
+        props["PreferredBearer"] = .string("le")
+        props["CablePairing"] = .boolean(false)
+        props["TxPower"] = .int16(4)
+        props["Appearance"] = .uint16(0x0341)
+        let d = Device(id: try #require(DeviceID(path: devPath)), properties: props)
+        #expect(d.advertisingFlags == [0x06])
+        #expect(d.advertisingData == [0x2b: [1, 2]])
+        #expect(d.sets == ["/org/bluez/hci0/set_1"])
+        #expect(d.preferredBearer == "le" && d.cablePairing == false && d.txPower == 4 && d.appearance == 0x0341)
+        #expect(d.problems.isEmpty)
+        var updated = d
+        updated.update(["AdvertisingData"], from: props.merging(["AdvertisingData": .string("oops")]) { $1 })
+        #expect(updated.advertisingData.isEmpty)
+        #expect(updated.problems == ["org.bluez.Device1.AdvertisingData should be \"a{yv}\" but is \"s\""])
+        let a = Adapter(id: try AdapterID(name: "hci0"), properties: [
+            "Manufacturer": .uint16(2), "Version": .byte(12), "Connectable": .boolean(true),
+            "ExperimentalFeatures": .array(.string, [.string("d4992530-b9ec-469f-ab01-6c481c47da1c")]),
+        ])
+        #expect(a.manufacturer == 2 && a.version == 12 && a.connectable == true && a.experimentalFeatures.count == 1)
+    }
+
     @Test func gattTreeIsOrderedByHandle() throws {
         var snap = BlueZSnapshot()
         snap.reset(to: [:])
