@@ -28,6 +28,9 @@ public final class BlueZMirror: Sendable {
         var changes: UInt64 = 0
         /// Why the last enumeration failed, if it did.
         var problem: BlueZError?
+        /// A change was applied but made no event (nobody listens): waiters
+        /// must still be checked.
+        var appliedUnheard = false
     }
 
     private let state = Mutex(State())
@@ -253,23 +256,36 @@ public final class BlueZMirror: Sendable {
 
     private func apply(_ m: DBusMessage, to s: inout State) -> [BlueZEvent] {
         guard let path = m.path else { return [] }
-        s.changes &+= 1
         switch (m.interface, m.member) {
         case (BlueZInterface.objectManager, "InterfacesAdded"):
             guard m.body.count == 2, case let .objectPath(object) = m.body[0],
                   let interfaces = try? m.body[1].decode(as: [String: [String: DBusValue]].self) else { return [] }
+            s.changes &+= 1
             s.snapshot.add(object, interfaces)
             return [.interfacesAdded(object, interfaces.keys.sorted())]
         case (BlueZInterface.objectManager, "InterfacesRemoved"):
             guard m.body.count == 2, case let .objectPath(object) = m.body[0],
                   let names = try? m.body[1].decode(as: [String].self) else { return [] }
+            s.changes &+= 1
             s.snapshot.remove(object, names)
             return [.interfacesRemoved(object, names)]
         case (BlueZInterface.properties, "PropertiesChanged"):
+            // The flood case: merge the a{sv} entries straight into the tree;
+            // a dictionary for the event is built only when someone listens.
             guard m.body.count == 3, case let .string(interface) = m.body[0],
-                  let changed = try? m.body[1].decode(as: [String: DBusValue].self),
+                  case let .dictionary(.string, .variant, entries) = m.body[1],
                   let invalidated = try? m.body[2].decode(as: [String].self) else { return [] }
-            guard s.snapshot.change(path, interface, changed, invalidated) else { return [] }
+            guard s.snapshot.change(path, interface, entries: entries, invalidated) else { return [] }
+            s.changes &+= 1
+            guard !s.subscribers.isEmpty else {
+                s.appliedUnheard = true
+                return []
+            }
+            var changed: [String: DBusValue] = [:]
+            for e in entries {
+                guard case let .string(k) = e.key else { continue }
+                changed[k] = e.value.unwrappingOneVariant
+            }
             return [.propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)]
         default:
             return []
@@ -281,7 +297,10 @@ public final class BlueZMirror: Sendable {
     private func publish(_ body: (inout State) -> [BlueZEvent]) {
         let (events, subscribers, ready): ([BlueZEvent], [AsyncStream<BlueZEvent>.Continuation], [@Sendable () -> Void]) = state.withLock { s in
             let events = body(&s)
-            guard !events.isEmpty else { return ([], [], []) }
+            let applied = s.appliedUnheard
+            s.appliedUnheard = false
+            guard !events.isEmpty || applied else { return ([], [], []) }
+            if s.waiters.isEmpty && events.isEmpty { return ([], [], []) }
             var ready: [@Sendable () -> Void] = []
             for (id, w) in s.waiters where w.check(s.snapshot, s.changes) {
                 ready.append(w.resume)

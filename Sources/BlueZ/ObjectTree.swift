@@ -11,6 +11,14 @@ public enum BlueZEvent: Sendable, Equatable {
     case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
 }
 
+extension DBusValue {
+    /// The value inside one variant wrapper (how `a{sv}` values are stored).
+    var unwrappingOneVariant: DBusValue {
+        if case let .variant(inner) = self { return inner }
+        return self
+    }
+}
+
 /// bluetoothd's object tree at one moment, typed. A value: safe to keep and
 /// compare; the mirror hands out a new one whenever asked.
 public struct BlueZSnapshot: Sendable, Equatable {
@@ -97,17 +105,30 @@ public struct BlueZSnapshot: Sendable, Equatable {
     /// then ignored, as a late signal for a removed object must be).
     @discardableResult
     mutating func change(_ path: ObjectPath, _ interface: String, _ changed: [String: DBusValue], _ invalidated: [String]) -> Bool {
+        change(path, interface, entries: changed.map { DBusDictEntry(.string($0.key), .variant($0.value)) }, invalidated)
+    }
+
+    /// Applies PropertiesChanged's `a{sv}` entries as they arrived.
+    mutating func change(_ path: ObjectPath, _ interface: String, entries: [DBusDictEntry], _ invalidated: [String]) -> Bool {
         // One hash lookup per table, then in-place updates: this runs for
         // every RSSI/advertising change of every device.
         guard let at = objects.index(forKey: path), objects.values[at][interface] != nil else { return false }
-        objects.values[at][interface]?.merge(changed) { _, new in new }
-        for name in invalidated { objects.values[at][interface]?[name] = nil }
+        var keys: [String] = []
+        keys.reserveCapacity(entries.count + invalidated.count)
+        for e in entries {
+            guard case let .string(k) = e.key else { continue }
+            objects.values[at][interface]?[k] = e.value.unwrappingOneVariant
+            keys.append(k)
+        }
+        for name in invalidated {
+            objects.values[at][interface]?[name] = nil
+            keys.append(name)
+        }
         // The common case, a device's RSSI/advertising data: update only the
         // changed fields of the typed model.
         if interface == BlueZInterface.device, let id = DeviceID(path: path), let d = devices.index(forKey: id),
            let merged = objects.values[at][interface] {
-            devices.values[d].update(changed.keys, from: merged)
-            if !invalidated.isEmpty { devices.values[d].update(invalidated, from: merged) }
+            devices.values[d].update(keys, from: merged)
             return true
         }
         rebuild(path, only: interface)
