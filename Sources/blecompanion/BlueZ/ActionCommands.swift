@@ -35,11 +35,8 @@ struct DisconnectCommand: AsyncParsableCommand {
     @Argument(help: "The device address.") var address: String
 
     func run() async throws {
-        try await runReporting {
-            let client = try await options.client()
-            let (_, device) = try options.device(address, of: client)
-            do { try await client.disconnect(device.id) } catch { throw CLIError(error) }
-            out(options.json ? jsonLine(["address": device.address.description, "connected": false]) : "Disconnected \(device.address).")
+        try await deviceAction(options, address, json: ["connected": false], text: { "Disconnected \($0.address)." }) {
+            try await $0.disconnect($1.id)
         }
     }
 }
@@ -156,11 +153,8 @@ struct UnpairCommand: AsyncParsableCommand {
     @Argument(help: "The device address.") var address: String
 
     func run() async throws {
-        try await runReporting {
-            let client = try await options.client()
-            let (_, device) = try options.device(address, of: client)
-            do { try await client.removeDevice(device.id) } catch { throw CLIError(error) }
-            out(options.json ? jsonLine(["address": device.address.description, "removed": true]) : "Removed \(device.address).")
+        try await deviceAction(options, address, json: ["removed": true], text: { "Removed \($0.address)." }) {
+            try await $0.removeDevice($1.id)
         }
     }
 }
@@ -180,11 +174,24 @@ struct UntrustCommand: AsyncParsableCommand {
 }
 
 private func setTrust(_ options: BlueZOptions, _ address: String, _ on: Bool) async throws {
+    try await deviceAction(options, address, json: ["trusted": on], text: { "\($0.address) \(on ? "trusted" : "no longer trusted")." }) {
+        try await $0.setTrusted(on, device: $1.id)
+    }
+}
+
+/// The one-shot device commands: find the device, ask bluetoothd, report
+/// (`{"address": …} + json` or `text`).
+private func deviceAction(
+    _ options: BlueZOptions, _ address: String, json: [String: Any], text: (Device) -> String,
+    _ action: (BlueZClient, Device) async throws -> Void
+) async throws {
     try await runReporting {
         let client = try await options.client()
         let (_, device) = try options.device(address, of: client)
-        do { try await client.setTrusted(on, device: device.id) } catch { throw CLIError(error) }
-        out(options.json ? jsonLine(["address": device.address.description, "trusted": on]) : "\(device.address) \(on ? "trusted" : "no longer trusted").")
+        do { try await action(client, device) } catch { throw CLIError(error) }
+        var object = json
+        object["address"] = device.address.description
+        out(options.json ? jsonLine(object) : text(device))
     }
 }
 
