@@ -8,10 +8,13 @@ final class SimulatorProcess: @unchecked Sendable {
     let process = Process()
     let address: String
 
-    init(scenario: String = "demo-home.json", filePath: String = #filePath) throws {
+    /// `scenario`: a file in fixtures/scenarios, or an absolute path; `bus`:
+    /// an existing bus instead of the simulator's own private one.
+    init(scenario: String = "demo-home.json", bus: String? = nil, filePath: String = #filePath) throws {
         let root = URL(fileURLWithPath: filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         process.executableURL = URL(fileURLWithPath: try DoctorCLI.executable())
-        process.arguments = ["simulate", root.appendingPathComponent("fixtures/scenarios/\(scenario)").path, "--quiet"]
+        let file = scenario.hasPrefix("/") ? scenario : root.appendingPathComponent("fixtures/scenarios/\(scenario)").path
+        process.arguments = ["simulate", file, "--quiet"] + (bus.map { ["--bus", $0] } ?? [])
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -152,6 +155,54 @@ func jsonLines(_ text: String) -> [[String: Any]] {
         let badAddress = try sim.run(["info", "not-an-address"])
         #expect(badAddress.status == 1)
         #expect(badAddress.stderr.contains("is not a Bluetooth address"))
+    }
+
+    @Test func adapterOffMissingOrForbiddenSaySo() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+
+        let off = dir.appendingPathComponent("off.json")
+        try Data(#"{"adapters": [{"id": "hci0", "address": "00:1A:7D:DA:71:13", "powered": false}]}"#.utf8).write(to: off)
+        let offSim = try SimulatorProcess(scenario: off.path)
+        let scan = try offSim.run(["scan", "--duration", "1"])
+        offSim.stop()
+        #expect(scan.status == 1)
+        #expect(scan.stderr.contains("adapter hci0 is powered off. Turn it on with `bluetoothctl power on`"), "\(scan.stderr)")
+
+        let gone = dir.appendingPathComponent("unplugged.json")
+        try Data(#"{"adapters": [{"id": "hci0", "address": "00:1A:7D:DA:71:13", "outages": [{"at": 0}]}]}"#.utf8).write(to: gone)
+        let goneSim = try SimulatorProcess(scenario: gone.path)
+        Thread.sleep(forTimeInterval: 0.5)
+        let devices = try goneSim.run(["devices"])
+        goneSim.stop()
+        #expect(devices.status == 1)
+        #expect(devices.stderr.contains("no Bluetooth adapter"), "\(devices.stderr)")
+
+        // A bus whose policy forbids talking to org.bluez (the simulator may own it).
+        let config = dir.appendingPathComponent("bus.conf")
+        try Data("""
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig><type>session</type><listen>unix:path=\(dir.path)/bus</listen><auth>EXTERNAL</auth>
+            <policy context="default"><allow send_destination="*"/><allow receive_sender="*"/><allow own="*"/><deny send_destination="org.bluez" send_type="method_call"/></policy>
+            </busconfig>
+            """.utf8).write(to: config)
+        let daemon = Process()
+        daemon.executableURL = URL(fileURLWithPath: "/usr/bin/dbus-daemon")
+        daemon.arguments = ["--config-file=\(config.path)", "--nofork", "--nopidfile"]
+        daemon.standardOutput = FileHandle.nullDevice
+        daemon.standardError = FileHandle.nullDevice
+        try daemon.run()
+        // SIGKILL: a child of the test process may inherit a blocked SIGTERM.
+        defer { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
+        let address = "unix:path=\(dir.path)/bus"
+        for _ in 0..<100 where !FileManager.default.fileExists(atPath: dir.path + "/bus") { Thread.sleep(forTimeInterval: 0.05) }
+        let sim = try SimulatorProcess(scenario: "test-basic.json", bus: address)
+        defer { sim.stop() }
+        let denied = try DoctorCLI.run(["devices", "--bus", address], timeout: 30)
+        #expect(denied.status == 1)
+        #expect(denied.stderr.contains("permission denied by D-Bus policy"), "\(denied.stderr)")
     }
 
     @Test func withoutABusOrBluetoothdTheMessageSaysSo() throws {
