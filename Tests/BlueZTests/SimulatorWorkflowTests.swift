@@ -8,8 +8,11 @@ import BlueZSimulator
 /// scenario format can inject, with the errors users will see.
 func withSimulator<T>(_ scenario: String, filePath: String = #filePath, _ body: (PrivateBus, BlueZClient) async throws -> T) async throws -> T {
     let root = URL(fileURLWithPath: filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-    let loaded = try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/\(scenario)").path)
-    return try await withBus { bus in
+    return try await withSimulator(loaded: try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/\(scenario)").path), body)
+}
+
+func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async throws -> T) async throws -> T {
+    try await withBus { bus in
         let simulator = BlueZSimulator(scenario: loaded)
         try await simulator.start(busAddress: bus.address)
         let client = try await BlueZClient.connect(to: .address(bus.address))
@@ -133,6 +136,18 @@ func withSimulator<T>(_ scenario: String, filePath: String = #filePath, _ body: 
             }
             #expect(sawReply, "writing 01 to 2a39 makes 2a37 notify 0050")
 
+            // AcquireNotify instead of StartNotify: notifications arrive as packets on a socket.
+            try await client.stopNotify(hrm.id)
+            try await client.mirror.wait(for: "notifications off", timeout: .seconds(5)) { $0.characteristics[hrm.id.path]?.notifying == false }
+            let (socket, mtu) = try await client.acquireNotify(hrm.id)
+            #expect(mtu >= 23)
+            var pfd = pollfd(fd: socket.rawValue, events: Int16(POLLIN), revents: 0)
+            #expect(poll(&pfd, 1, 3000) == 1, "a notification packet within 3 s")
+            var packet = [UInt8](repeating: 0, count: 64)
+            let n = packet.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, 64) }
+            #expect(n == 2 && packet[0] == 0x00, "got \(n) bytes")
+            close(socket.take())
+
             // A descriptor: the CCC of the measurement.
             if let ccc = client.mirror.snapshot().descriptors.values.first(where: { $0.characteristic == hrm.id.path && $0.uuid.hasPrefix("00002902") }) {
                 #expect(try await client.readValue(ccc.id, descriptor: true).count == 2)
@@ -153,6 +168,45 @@ func withSimulator<T>(_ scenario: String, filePath: String = #filePath, _ body: 
             try await client.removeDevice(strap)
             try await client.mirror.wait(for: "removed", timeout: .seconds(5)) { $0.devices[strap] == nil }
             await #expect(throws: BlueZError.self) { try await client.removeDevice(strap) }
+        }
+    }
+
+    @Test func notificationsPauseAcrossABluetoothdRestartAndResume() async throws {
+        let scenario = try Scenario.parse("""
+            {"settings": {"connectDelay": 0.05},
+             "bluetoothd": {"outages": [{"at": 1.0, "returnAt": 1.4}]},
+             "devices": [{"address": "A4:C1:38:00:00:09", "name": "Strap", "paired": true, "trusted": true,
+               "gatt": [{"uuid": "180d", "characteristics": [{"uuid": "2a37", "flags": ["notify"], "value": "0048",
+                 "notifications": {"timeline": [{"at": 0.05, "value": "0049"}], "repeatEvery": 0.1}}]}]}]}
+            """)
+        try await withSimulator(loaded: scenario) { _, client in
+            let strap = try device(client, "A4:C1:38:00:00:09")
+            try await client.connect(strap)
+            try await client.waitForServicesResolved(strap, timeout: .seconds(5))
+            let hrm = try #require(client.mirror.snapshot().characteristic("2a37", on: strap))
+            var events = try await client.notifications(hrm.id).makeAsyncIterator()
+            var sawValue = false, paused = false, resumed = false, valueAfter = false
+            let reconnect = Task {
+                // What an application does when bluetoothd is back: connect again.
+                try await client.mirror.wait(for: "bluetoothd gone", timeout: .seconds(10)) { !$0.available }
+                try await client.mirror.wait(for: "bluetoothd back", timeout: .seconds(10)) { $0.available && $0.devices[strap] != nil }
+                try await client.connect(strap)
+            }
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(15))
+                Issue.record("no value after resuming within 15 s")
+            }
+            defer { watchdog.cancel() }
+            while let e = await events.next() {
+                switch e {
+                case .value: if resumed { valueAfter = true } else { sawValue = true }
+                case .paused: paused = true
+                case .resumed: resumed = true
+                }
+                if valueAfter { break }
+            }
+            try await reconnect.value
+            #expect(sawValue && paused && resumed && valueAfter)
         }
     }
 
