@@ -411,7 +411,7 @@ func slowAgent(_ log: AgentLog) -> DBusExportedInterface {
             let quiet = try await collect(changes, count: 3, within: 0.8)
             #expect(quiet.isEmpty, "identical advertisements must not be reported without DuplicateData")
             try await adapter.call("SetDiscoveryFilter", [.propertyMap(["DuplicateData": .boolean(true)])])
-            let repeated = try await collect(changes, count: 3, within: 2)
+            let repeated = try await collect(changes, count: 3, within: 5)
             #expect(repeated.count == 3)
             #expect(repeated.allSatisfy { (try? $0.argument(1, as: [String: DBusValue].self))?["ManufacturerData"] != nil })
         }

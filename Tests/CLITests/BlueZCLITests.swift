@@ -51,6 +51,29 @@ final class SimulatorProcess: @unchecked Sendable {
     deinit { stop() }
 }
 
+/// Runs blocking work (a child process, a pipe read) on a Dispatch thread,
+/// never on the cooperative pool: on a 2-core machine a blocked pool thread
+/// starves simulators and buses that other suites run in-process.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { c in
+        DispatchQueue.global().async { c.resume(with: Result { try body() }) }
+    }
+}
+
+extension SimulatorProcess {
+    static func start(_ scenario: String = "demo-home.json", bus: String? = nil) async throws -> SimulatorProcess {
+        try await offPool { try SimulatorProcess(scenario: scenario, bus: bus) }
+    }
+    func runAsync(_ arguments: [String], timeout: Double = 60) async throws -> DoctorCLI.Run {
+        try await offPool { try self.run(arguments, timeout: timeout) }
+    }
+    func stopAsync() async { _ = try? await offPool { self.stop() } }
+}
+
+func cli(_ arguments: [String], timeout: Double = 60) async throws -> DoctorCLI.Run {
+    try await offPool { try DoctorCLI.run(arguments, timeout: timeout) }
+}
+
 func jsonLines(_ text: String) -> [[String: Any]] {
     text.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
 }
@@ -61,10 +84,10 @@ func jsonLines(_ text: String) -> [[String: Any]] {
     let lock = "F4:12:FA:33:44:55"
     let flaky = "EC:11:27:00:BE:EF"
 
-    @Test func scanStreamsDevicesWithDecodedReadingsThenDevicesListsThem() throws {
-        let sim = try SimulatorProcess()
+    @Test func scanStreamsDevicesWithDecodedReadingsThenDevicesListsThem() async throws {
+        let sim = try await SimulatorProcess.start()
         defer { sim.stop() }
-        let scan = try sim.run(["scan", "--duration", "2", "--json"])
+        let scan = try await sim.runAsync(["scan", "--duration", "2", "--json"])
         #expect(scan.status == 0, "\(scan.stderr)")
         let lines = jsonLines(scan.stdout)
         let ruuviLines = lines.filter { $0["address"] as? String == ruuvi }
@@ -75,107 +98,107 @@ func jsonLines(_ text: String) -> [[String: Any]] {
         #expect(kinds.contains("temperature") && kinds.contains("humidity") && kinds.contains("pressure"))
         #expect(ruuviLines.first?["rssi"] is Int)
 
-        let devices = try sim.run(["devices"])
+        let devices = try await sim.runAsync(["devices"])
         #expect(devices.status == 0)
         // Discovery has ended: no RSSI any more (bluetoothd invalidates it), the last data stays.
         #expect(devices.stdout.contains("\(ruuvi)  Ruuvi 884F  — temperature="), "\(devices.stdout)")
         // A UUID filter only lets matching devices through (BTHome: fcd2).
-        let filtered = try sim.run(["scan", "--duration", "1.5", "--json", "--uuid", "fcd2"])
+        let filtered = try await sim.runAsync(["scan", "--duration", "1.5", "--json", "--uuid", "fcd2"])
         #expect(filtered.status == 0)
         let addresses = Set(jsonLines(filtered.stdout).compactMap { $0["address"] as? String })
         #expect(!addresses.isEmpty && !addresses.contains(ruuvi), "\(addresses)")
     }
 
-    @Test func connectInfoReadNotifyWriteDisconnect() throws {
-        let sim = try SimulatorProcess()
+    @Test func connectInfoReadNotifyWriteDisconnect() async throws {
+        let sim = try await SimulatorProcess.start()
         defer { sim.stop() }
-        _ = try sim.run(["scan", "--duration", "1"])
-        let connect = try sim.run(["connect", strap])
+        _ = try await sim.runAsync(["scan", "--duration", "1"])
+        let connect = try await sim.runAsync(["connect", strap])
         #expect(connect.status == 0, "\(connect.stderr)")
         #expect(connect.stdout.contains("Connected to Polar H10"))
 
-        let info = try sim.run(["info", strap])
+        let info = try await sim.runAsync(["info", strap])
         #expect(info.status == 0)
         #expect(info.stdout.contains("Service 0x180d (Heart Rate) (primary)"))
         #expect(info.stdout.contains("Characteristic 0x2a38 (Body Sensor Location) [read] = 01  → location=chest"))
 
-        let read = try sim.run(["read", strap, "2a19", "--json"])
+        let read = try await sim.runAsync(["read", strap, "2a19", "--json"])
         #expect(read.status == 0)
         let value = jsonLines(read.stdout).first
         #expect((value?["decoded"] as? [String: Any])?["model"] as? String == "battery_level")
 
-        let notify = try sim.run(["notify", strap, "2a37", "--count", "3", "--json"], timeout: 30)
+        let notify = try await sim.runAsync(["notify", strap, "2a37", "--count", "3", "--json"], timeout: 30)
         #expect(notify.status == 0, "\(notify.stderr)")
         let beats = jsonLines(notify.stdout).compactMap { (($0["decoded"] as? [String: Any])?["readings"] as? [[String: Any]])?.first { $0["kind"] as? String == "heart_rate" }?["value"] as? Double }
         #expect(beats.count == 3 && beats.allSatisfy { (30...220).contains($0) }, "\(notify.stdout)")
 
-        let write = try sim.run(["write", strap, "2a39", "01"])
+        let write = try await sim.runAsync(["write", strap, "2a39", "01"])
         #expect(write.status == 0, "\(write.stderr)")
-        let badHex = try sim.run(["write", strap, "2a39", "0g"])
+        let badHex = try await sim.runAsync(["write", strap, "2a39", "0g"])
         #expect(badHex.status == 64)
 
-        let disconnect = try sim.run(["disconnect", strap])
+        let disconnect = try await sim.runAsync(["disconnect", strap])
         #expect(disconnect.status == 0)
-        let after = try sim.run(["read", strap, "2a19"])
+        let after = try await sim.runAsync(["read", strap, "2a19"])
         #expect(after.status == 1)
         #expect(after.stderr.contains("is not connected: run `blecompanion connect \(strap)` first"))
     }
 
-    @Test func pairingFaultsAndErrorsSayWhatToDo() throws {
-        let sim = try SimulatorProcess()
+    @Test func pairingFaultsAndErrorsSayWhatToDo() async throws {
+        let sim = try await SimulatorProcess.start()
         defer { sim.stop() }
-        _ = try sim.run(["scan", "--duration", "1"])
+        _ = try await sim.runAsync(["scan", "--duration", "1"])
         // No terminal and no --passkey: rejected, and told which option was needed.
-        let refused = try sim.run(["pair", lock])
+        let refused = try await sim.runAsync(["pair", lock])
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("pass --passkey NNNNNN"))
         #expect(refused.stderr.contains("AuthenticationRejected"))
-        let wrong = try sim.run(["pair", lock, "--passkey", "111111"])
+        let wrong = try await sim.runAsync(["pair", lock, "--passkey", "111111"])
         #expect(wrong.status == 1)
         #expect(wrong.stderr.contains("pairing with \(lock) failed: Authentication"))
-        let paired = try sim.run(["pair", lock, "--passkey", "246810", "--trust"])
+        let paired = try await sim.runAsync(["pair", lock, "--passkey", "246810", "--trust"])
         #expect(paired.status == 0, "\(paired.stderr)")
-        let list = try sim.run(["devices", "--paired", "--json"])
+        let list = try await sim.runAsync(["devices", "--paired", "--json"])
         let entry = jsonLines(list.stdout).first { $0["address"] as? String == lock }
         #expect(entry?["paired"] as? Bool == true && entry?["trusted"] as? Bool == true)
-        #expect(try sim.run(["untrust", lock]).status == 0)
-        #expect(try sim.run(["unpair", lock]).status == 0)
+        #expect(try await sim.runAsync(["untrust", lock]).status == 0)
+        #expect(try await sim.runAsync(["unpair", lock]).status == 0)
 
         // The flaky device aborts its first connection, with bluetoothd's reason and advice.
-        let flakyConnect = try sim.run(["connect", flaky])
+        let flakyConnect = try await sim.runAsync(["connect", flaky])
         #expect(flakyConnect.status == 1)
         #expect(flakyConnect.stderr.contains("Failed: le-connection-abort-by-local (the local adapter gave up"))
 
-        let unknown = try sim.run(["info", "11:22:33:44:55:66"])
+        let unknown = try await sim.runAsync(["info", "11:22:33:44:55:66"])
         #expect(unknown.status == 1)
         #expect(unknown.stderr.contains("device 11:22:33:44:55:66 on hci0"))
-        let badAdapter = try sim.run(["devices", "--adapter", "hci9"])
+        let badAdapter = try await sim.runAsync(["devices", "--adapter", "hci9"])
         #expect(badAdapter.status == 1)
         #expect(badAdapter.stderr.contains("adapter hci9 (bluetoothd has hci0)"))
-        let badAddress = try sim.run(["info", "not-an-address"])
+        let badAddress = try await sim.runAsync(["info", "not-an-address"])
         #expect(badAddress.status == 1)
         #expect(badAddress.stderr.contains("is not a Bluetooth address"))
     }
 
-    @Test func adapterOffMissingOrForbiddenSaySo() throws {
+    @Test func adapterOffMissingOrForbiddenSaySo() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
 
         let off = dir.appendingPathComponent("off.json")
         try Data(#"{"adapters": [{"id": "hci0", "address": "00:1A:7D:DA:71:13", "powered": false}]}"#.utf8).write(to: off)
-        let offSim = try SimulatorProcess(scenario: off.path)
-        let scan = try offSim.run(["scan", "--duration", "1"])
-        offSim.stop()
+        let offSim = try await SimulatorProcess.start(off.path)
+        let scan = try await offSim.runAsync(["scan", "--duration", "1"])
+        await offSim.stopAsync()
         #expect(scan.status == 1)
         #expect(scan.stderr.contains("adapter hci0 is powered off. Turn it on with `bluetoothctl power on`"), "\(scan.stderr)")
 
         let gone = dir.appendingPathComponent("unplugged.json")
         try Data(#"{"adapters": [{"id": "hci0", "address": "00:1A:7D:DA:71:13", "outages": [{"at": 0}]}]}"#.utf8).write(to: gone)
-        let goneSim = try SimulatorProcess(scenario: gone.path)
-        Thread.sleep(forTimeInterval: 0.5)
-        let devices = try goneSim.run(["devices"])
-        goneSim.stop()
+        let goneSim = try await SimulatorProcess.start(gone.path)
+        try await Task.sleep(for: .milliseconds(500))
+        let devices = try await goneSim.runAsync(["devices"])
+        await goneSim.stopAsync()
         #expect(devices.status == 1)
         #expect(devices.stderr.contains("no Bluetooth adapter"), "\(devices.stderr)")
 
@@ -197,24 +220,24 @@ func jsonLines(_ text: String) -> [[String: Any]] {
         // SIGKILL: a child of the test process may inherit a blocked SIGTERM.
         defer { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
         let address = "unix:path=\(dir.path)/bus"
-        for _ in 0..<100 where !FileManager.default.fileExists(atPath: dir.path + "/bus") { Thread.sleep(forTimeInterval: 0.05) }
-        let sim = try SimulatorProcess(scenario: "test-basic.json", bus: address)
+        for _ in 0..<100 where !FileManager.default.fileExists(atPath: dir.path + "/bus") { try await Task.sleep(for: .milliseconds(50)) }
+        let sim = try await SimulatorProcess.start("test-basic.json", bus: address)
         defer { sim.stop() }
-        let denied = try DoctorCLI.run(["devices", "--bus", address], timeout: 30)
+        let denied = try await cli(["devices", "--bus", address], timeout: 30)
         #expect(denied.status == 1)
         #expect(denied.stderr.contains("permission denied by D-Bus policy"), "\(denied.stderr)")
     }
 
-    @Test func withoutABusOrBluetoothdTheMessageSaysSo() throws {
-        let noBus = try DoctorCLI.run(["devices", "--bus", "unix:path=/nonexistent/bus"])
+    @Test func withoutABusOrBluetoothdTheMessageSaysSo() async throws {
+        let noBus = try await cli(["devices", "--bus", "unix:path=/nonexistent/bus"])
         #expect(noBus.status == 1)
         #expect(noBus.stderr.contains("cannot reach the unix:path=/nonexistent/bus bus"))
-        let badBus = try DoctorCLI.run(["scan", "--bus", "nowhere"])
+        let badBus = try await cli(["scan", "--bus", "nowhere"])
         #expect(badBus.status == 64)
         // A bus without bluetoothd on it.
         let bus = try PrivateBus.start()
         defer { bus.stop() }
-        let empty = try DoctorCLI.run(["devices", "--bus", bus.address], timeout: 30)
+        let empty = try await cli(["devices", "--bus", bus.address], timeout: 30)
         #expect(empty.status == 1)
         #expect(empty.stderr.contains("bluetoothd is not running on the \(bus.address) bus (org.bluez has no owner)"))
     }
