@@ -15,6 +15,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // MARK: C shims (not API; imported implementation-only)
@@ -49,6 +50,12 @@ let package = Package(
         .target(name: "BlueZ", dependencies: ["DBus"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus"]),
 
+        // MARK: Layer 2: domain (repositories own the data) and presenters (State + Action + send)
+        // Presenters may import the domain and parsing modules only — never a
+        // terminal or gateway module: both front ends run on the same presenters.
+        .target(name: "Domain", dependencies: ["BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Presenters", dependencies: ["Domain", "BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log")]),
+
         // MARK: Executables
         .executableTarget(
             name: "blecompanion",
@@ -66,6 +73,7 @@ let package = Package(
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
+        .testTarget(name: "PresenterTests", dependencies: ["Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus"]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus"]),
     ]
 )

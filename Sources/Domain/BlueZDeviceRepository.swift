@@ -1,0 +1,131 @@
+import BLEParsing
+import BlueZ
+import Foundation
+import Synchronization
+
+/// What the parsing module makes of a device's advertised data
+/// (ManufacturerData and ServiceData properties).
+public enum AdvertisementReadings {
+    public static func decode(_ device: Device) -> [AdvertisementModel] {
+        var adv = Advertisement(localName: device.name)
+        adv.address = try? DeviceAddress(bytes: device.address.bytes)
+        for (company, data) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
+            adv.manufacturerData.append(ManufacturerData(companyID: company, data: data))
+        }
+        for (uuid, data) in device.serviceData.sorted(by: { $0.key < $1.key }) {
+            if let u = try? BluetoothUUID(parsing: uuid) { adv.serviceData.append(ServiceData(uuid: u, data: data)) }
+        }
+        return AdvertisementDecoder.decode(adv).compactMap { try? $0.get() }
+    }
+}
+
+/// The device repository over a live BlueZ mirror: bluetoothd's tree plus
+/// decoded advertisements; republished on every change the mirror reports.
+public final class BlueZDeviceRepository: DeviceRepository {
+    private let client: BlueZClient
+    private let adapterName: String?
+    private let now: @Sendable () -> Date
+
+    private struct State {
+        var snapshot = DeviceListSnapshot(availability: .bluetoothdGone)
+        var lastSeen: [DeviceID: Date] = [:]
+        var subscribers: [UInt64: AsyncStream<DeviceListSnapshot>.Continuation] = [:]
+        var next: UInt64 = 0
+        var session: DiscoverySession?
+    }
+    private let state = Mutex(State())
+    private let follower = Mutex<Task<Void, Never>?>(nil)
+
+    public init(client: BlueZClient, adapter: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.client = client
+        self.adapterName = adapter
+        self.now = now
+        let events = client.mirror.events()
+        refresh(changed: [])
+        let task = Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                var touched: [DeviceID] = []
+                if case let .propertiesChanged(path, BlueZInterface.device, changed, _) = event,
+                   changed.keys.contains(where: { $0 == "RSSI" || $0 == "ManufacturerData" || $0 == "ServiceData" }),
+                   let id = DeviceID(path: path) {
+                    touched.append(id)
+                } else if case let .interfacesAdded(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
+                    touched.append(id)
+                }
+                self.refresh(changed: touched)
+            }
+        }
+        follower.withLock { $0 = task }
+    }
+
+    deinit {
+        follower.withLock { $0?.cancel() }
+        state.withLock { s in for (_, c) in s.subscribers { c.finish() } }
+    }
+
+    public func snapshots() -> AsyncStream<DeviceListSnapshot> {
+        let (stream, continuation) = AsyncStream<DeviceListSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(64))
+        let id = state.withLock { s -> UInt64 in
+            s.next += 1
+            s.subscribers[s.next] = continuation
+            continuation.yield(s.snapshot)
+            return s.next
+        }
+        continuation.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) } }
+        return stream
+    }
+
+    public func setScanning(_ on: Bool) async throws(DomainError) {
+        if on {
+            guard state.withLock({ $0.session == nil }) else { return }
+            let adapter: Adapter
+            do { adapter = try client.adapter(adapterName) } catch { throw DomainError(error.description) }
+            do {
+                let session = try await client.discover(adapter: adapter.id, filter: DiscoveryFilter(transport: .le))
+                state.withLock { $0.session = session }
+            } catch {
+                throw DomainError("cannot start scanning: \(error.description)")
+            }
+        } else {
+            let session = state.withLock { s -> DiscoverySession? in
+                defer { s.session = nil }
+                return s.session
+            }
+            await session?.stop()
+        }
+    }
+
+    private func availability(_ snap: BlueZSnapshot) -> (Availability, Adapter?) {
+        guard snap.available else { return (.bluetoothdGone, nil) }
+        let adapter: Adapter?
+        if let adapterName, let id = try? AdapterID(name: adapterName) { adapter = snap.adapters[id] } else { adapter = snap.sortedAdapters.first }
+        guard let adapter else { return (.noAdapter, nil) }
+        if adapter.powered == false { return (.adapterOff(adapter.id), adapter) }
+        return (.available, adapter)
+    }
+
+    private func refresh(changed: [DeviceID]) {
+        let snap = client.mirror.snapshot()
+        let (availability, adapter) = availability(snap)
+        let time = now()
+        let subscribers: [AsyncStream<DeviceListSnapshot>.Continuation]
+        let next: DeviceListSnapshot
+        (subscribers, next) = state.withLock { s in
+            for id in changed { s.lastSeen[id] = time }
+            let records = adapter.map { a in
+                snap.devices(on: a.id).map { d -> DeviceRecord in
+                    let decoded = AdvertisementReadings.decode(d)
+                    return DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
+                                        trusted: d.trusted, format: decoded.first?.formatName,
+                                        readings: decoded.flatMap(\.readings), lastSeen: s.lastSeen[d.id])
+                }
+            } ?? []
+            let updated = DeviceListSnapshot(availability: availability, scanning: adapter?.discovering == true, devices: records)
+            guard updated != s.snapshot else { return ([], updated) }
+            s.snapshot = updated
+            return (Array(s.subscribers.values), updated)
+        }
+        for c in subscribers { c.yield(next) }
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+import BLEParsing
+import BlueZ
+import Domain
+@testable import Presenters
+
+@Suite(.timeLimit(.minutes(1))) struct DeviceListPresenterTests {
+    let hci0 = AdapterID(path: "/org/bluez/hci0")
+    func id(_ address: String) throws -> DeviceID { DeviceID(adapter: hci0, address: try BluetoothAddress(address)) }
+
+    func home(_ clock: TestClock) throws -> [DeviceRecord] {
+        [
+            DeviceRecord(id: try id("CB:B8:33:4C:88:4F"), name: "Ruuvi 884F", rssi: -65, format: "ruuvi",
+                         readings: [Reading(kind: .temperature, value: .number(24.5), unit: "°C")], lastSeen: clock.now),
+            DeviceRecord(id: try id("E4:5F:01:AA:10:01"), name: "Polar H10", rssi: -58, lastSeen: clock.now),
+            DeviceRecord(id: try id("D0:3A:1B:2C:3D:4E"), name: nil, rssi: -84, format: "ibeacon", lastSeen: clock.now.addingTimeInterval(-300)),
+        ]
+    }
+
+    typealias P = DeviceListPresenter
+
+    func row(_ d: DeviceRecord, stale: Bool = false) -> P.Row {
+        P.Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format,
+              readings: d.readings.map { "\($0.kind.rawValue) \($0.value)\($0.unit.map { " " + $0 } ?? "")" },
+              paired: d.paired, connected: d.connected, stale: stale)
+    }
+
+    @Test func everyStateInOrderForListingFilteringSortingAndSelecting() async throws {
+        let clock = TestClock()
+        let repo = FakeDeviceRepository()
+        let navigator = Navigator()
+        let presenter = P(repository: repo, navigator: navigator, staleAfter: 120, now: { clock.now })
+        let states = StateRecorder(presenter.states())
+
+        var expected = P.State()
+        await states.expectNext(expected)                               // loading
+        expected.devices = .unavailable("bluetoothd is not running")
+        await states.expectNext(expected)
+
+        let devices = try home(clock)
+        repo.emit(DeviceListSnapshot(availability: .available, devices: devices))
+        expected.devices = .loaded([row(devices[1]), row(devices[0]), row(devices[2], stale: true)])   // by RSSI
+        await states.expectNext(expected)
+
+        presenter.send(.filterTextChanged("RUU"))
+        expected.filter.text = "RUU"
+        expected.devices = .loaded([row(devices[0])])
+        await states.expectNext(expected)
+
+        presenter.send(.filterTextChanged(""))
+        presenter.send(.namedOnlyToggled)
+        expected.filter.text = ""
+        expected.devices = .loaded([row(devices[1]), row(devices[0]), row(devices[2], stale: true)])
+        await states.expectNext(expected)
+        expected.filter.namedOnly = true
+        expected.devices = .loaded([row(devices[1]), row(devices[0])])
+        await states.expectNext(expected)
+
+        presenter.send(.sortChanged(.name))
+        expected.sort = .name
+        expected.devices = .loaded([row(devices[1]), row(devices[0])])   // "Polar H10" < "Ruuvi 884F"
+        await states.expectNext(expected)
+
+        presenter.send(.minimumRSSIChanged(-60))
+        expected.filter.minimumRSSI = -60
+        expected.devices = .loaded([row(devices[1])])
+        await states.expectNext(expected)
+
+        // Selecting navigates; the list state does not change.
+        presenter.send(.deviceSelected(devices[1].id))
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(navigator.stack == [.deviceList, .deviceDetail(devices[1].id)])
+        navigator.pop()
+        navigator.pop()
+        #expect(navigator.stack == [.deviceList])
+
+        // The adapter goes off: the list says so instead of showing stale rows.
+        repo.emit(DeviceListSnapshot(availability: .adapterOff(hci0), devices: devices))
+        expected.devices = .unavailable("adapter hci0 is powered off")
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+    }
+
+    @Test func scanToggleGoesThroughStartingAndStopping() async throws {
+        let repo = FakeDeviceRepository()
+        repo.emit(DeviceListSnapshot(availability: .available))
+        let presenter = P(repository: repo, navigator: Navigator())
+        let states = StateRecorder(presenter.states())
+        var expected = P.State()
+        await states.expectNext(expected)
+        expected.devices = .loaded([])
+        await states.expectNext(expected)
+
+        presenter.send(.scanToggled)
+        expected.scan = .starting
+        await states.expectNext(expected)
+        expected.scan = .on
+        await states.expectNext(expected)
+        // The repository's snapshot (scanning: true) agrees: no new state.
+        await states.expectNoMoreStates()
+        #expect(repo.scanCalls.withLock { $0 } == [true])
+
+        presenter.send(.scanToggled)
+        expected.scan = .stopping
+        await states.expectNext(expected)
+        expected.scan = .off
+        await states.expectNext(expected)
+
+        // A failure is shown with its reason; the next toggle tries again.
+        repo.failScanning(with: DomainError("adapter hci0 is powered off"))
+        presenter.send(.scanToggled)
+        expected.scan = .starting
+        await states.expectNext(expected)
+        expected.scan = .failed("adapter hci0 is powered off")
+        await states.expectNext(expected)
+        repo.failScanning(with: nil)
+        presenter.send(.scanToggled)
+        expected.scan = .starting
+        await states.expectNext(expected)
+        expected.scan = .on
+        await states.expectNext(expected)
+
+        // Another client stopped discovery: the repository says so, the state follows.
+        repo.emit(DeviceListSnapshot(availability: .available, scanning: false))
+        expected.scan = .off
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+        #expect(repo.scanCalls.withLock { $0 } == [true, false, true, true])
+    }
+
+    @Test func rowsArePureAndMarkStaleDevices() throws {
+        let clock = TestClock()
+        let devices = try home(clock)
+        let rows = P.rows(devices, filter: P.Filter(), sort: .lastSeen, now: clock.now, staleAfter: 120)
+        #expect(rows.map(\.stale) == [false, false, true])
+        #expect(rows.last?.title == "D0:3A:1B:2C:3D:4E")
+        clock.advance(200)
+        let later = P.rows(devices, filter: P.Filter(), sort: .rssi, now: clock.now, staleAfter: 120)
+        #expect(later.allSatisfy { $0.stale })
+        #expect(P.rows(devices, filter: P.Filter(text: "ibeacon"), sort: .rssi, now: clock.now, staleAfter: 120).map(\.format) == ["ibeacon"])
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Synchronization
+import Testing
+import BlueZ
+import Domain
+@testable import Presenters
+
+/// Records every state a presenter emits and lets a test assert them one
+/// by one, in order, and that nothing else came (exhaustive, in the spirit
+/// of Circuit's `presenter.test {}` and TCA's TestStore).
+final class StateRecorder<State: Sendable & Equatable>: Sendable {
+    private final class Received: Sendable {
+        let states = Mutex<[State]>([])
+    }
+    private let received = Received()
+    private let cursor = Mutex(0)
+    private let task: Task<Void, Never>
+
+    init(_ states: AsyncStream<State>) {
+        let box = received
+        task = Task { for await s in states { box.states.withLock { $0.append(s) } } }
+    }
+
+    deinit { task.cancel() }
+
+    /// The next state, waiting up to `seconds`.
+    func next(within seconds: Double = 2) async -> State? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            let index = cursor.withLock { $0 }
+            if let s = received.states.withLock({ index < $0.count ? $0[index] : nil }) {
+                cursor.withLock { $0 += 1 }
+                return s
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return nil
+    }
+
+    func expectNext(_ expected: State, sourceLocation: SourceLocation = #_sourceLocation) async {
+        let got = await next()
+        #expect(got == expected, sourceLocation: sourceLocation)
+    }
+
+    /// Asserts the next state with a closure, for states with parts a test
+    /// cannot know exactly.
+    func expectNext(sourceLocation: SourceLocation = #_sourceLocation, _ check: (State) -> Bool) async {
+        let got = await next()
+        #expect(got.map(check) == true, "got \(String(describing: got))", sourceLocation: sourceLocation)
+    }
+
+    func expectNoMoreStates(for seconds: Double = 0.15, sourceLocation: SourceLocation = #_sourceLocation) async {
+        try? await Task.sleep(for: .seconds(seconds))
+        let extra = cursor.withLock { c in received.states.withLock { Array($0.dropFirst(c)) } }
+        #expect(extra.isEmpty, "unexpected states: \(extra)", sourceLocation: sourceLocation)
+    }
+}
+
+/// A fake device repository implementing the same protocol as the real one:
+/// tests push snapshots and choose what scanning does.
+final class FakeDeviceRepository: DeviceRepository {
+    let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone))
+    private let scanFailure = Mutex<DomainError?>(nil)
+    let scanCalls = Mutex<[Bool]>([])
+
+    func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
+
+    func setScanning(_ on: Bool) async throws(DomainError) {
+        scanCalls.withLock { $0.append(on) }
+        if let e = scanFailure.withLock({ $0 }) { throw e }
+        store.update { $0.scanning = on }
+    }
+
+    func failScanning(with error: DomainError?) { scanFailure.withLock { $0 = error } }
+    func emit(_ snapshot: DeviceListSnapshot) { store.update { $0 = snapshot } }
+}
+
+/// A clock the test moves by hand.
+final class TestClock: Sendable {
+    private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    var now: Date { current.withLock { $0 } }
+    func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+}
