@@ -60,7 +60,7 @@ let package = Package(
         .executableTarget(
             name: "blecompanion",
             dependencies: [
-                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator",
+                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -2,6 +2,7 @@ import ArgumentParser
 import BLEParsing
 import BlueZ
 import DBus
+import Domain
 import Foundation
 
 /// Options every bluetoothd command shares.
@@ -98,18 +99,9 @@ func hexString(_ bytes: [UInt8]) -> String {
     bytes.map { String(format: "%02x", $0) }.joined()
 }
 
-/// Decodes what a device advertises (its ManufacturerData and ServiceData
-/// properties) with the parsing module.
+/// Decodes what a device advertises (the domain layer's glue to the parser).
 func decodedAdvertisement(_ device: Device) -> [AdvertisementModel] {
-    var adv = Advertisement(localName: device.name)
-    adv.address = try? DeviceAddress(bytes: device.address.bytes)
-    for (company, data) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
-        adv.manufacturerData.append(ManufacturerData(companyID: company, data: data))
-    }
-    for (uuid, data) in device.serviceData.sorted(by: { $0.key < $1.key }) {
-        if let u = try? BluetoothUUID(parsing: uuid) { adv.serviceData.append(ServiceData(uuid: u, data: data)) }
-    }
-    return AdvertisementDecoder.decode(adv).compactMap { try? $0.get() }
+    AdvertisementReadings.decode(device)
 }
 
 func readingsText(_ models: [AdvertisementModel]) -> String {
