@@ -27,13 +27,11 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private let now: @Sendable () -> Date
 
     private struct State {
-        var snapshot = DeviceListSnapshot(availability: .bluetoothdGone)
         var lastSeen: [DeviceID: Date] = [:]
-        var subscribers: [UInt64: AsyncStream<DeviceListSnapshot>.Continuation] = [:]
-        var next: UInt64 = 0
         var session: DiscoverySession?
     }
     private let state = Mutex(State())
+    private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
     private let follower = Mutex<Task<Void, Never>?>(nil)
 
     public init(client: BlueZClient, adapter: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
@@ -59,22 +57,9 @@ public final class BlueZDeviceRepository: DeviceRepository {
         follower.withLock { $0 = task }
     }
 
-    deinit {
-        follower.withLock { $0?.cancel() }
-        state.withLock { s in for (_, c) in s.subscribers { c.finish() } }
-    }
+    deinit { follower.withLock { $0?.cancel() } }
 
-    public func snapshots() -> AsyncStream<DeviceListSnapshot> {
-        let (stream, continuation) = AsyncStream<DeviceListSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(64))
-        let id = state.withLock { s -> UInt64 in
-            s.next += 1
-            s.subscribers[s.next] = continuation
-            continuation.yield(s.snapshot)
-            return s.next
-        }
-        continuation.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) } }
-        return stream
-    }
+    public func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
 
     public func setScanning(_ on: Bool) async throws(DomainError) {
         if on {
@@ -109,23 +94,18 @@ public final class BlueZDeviceRepository: DeviceRepository {
         let snap = client.mirror.snapshot()
         let (availability, adapter) = availability(snap)
         let time = now()
-        let subscribers: [AsyncStream<DeviceListSnapshot>.Continuation]
-        let next: DeviceListSnapshot
-        (subscribers, next) = state.withLock { s in
+        let lastSeen = state.withLock { s -> [DeviceID: Date] in
             for id in changed { s.lastSeen[id] = time }
-            let records = adapter.map { a in
-                snap.devices(on: a.id).map { d -> DeviceRecord in
-                    let decoded = AdvertisementReadings.decode(d)
-                    return DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
-                                        trusted: d.trusted, format: decoded.first?.formatName,
-                                        readings: decoded.flatMap(\.readings), lastSeen: s.lastSeen[d.id])
-                }
-            } ?? []
-            let updated = DeviceListSnapshot(availability: availability, scanning: adapter?.discovering == true, devices: records)
-            guard updated != s.snapshot else { return ([], updated) }
-            s.snapshot = updated
-            return (Array(s.subscribers.values), updated)
+            return s.lastSeen
         }
-        for c in subscribers { c.yield(next) }
+        let records = adapter.map { a in
+            snap.devices(on: a.id).map { d -> DeviceRecord in
+                let decoded = AdvertisementReadings.decode(d)
+                return DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
+                                    trusted: d.trusted, format: decoded.first?.formatName,
+                                    readings: decoded.flatMap(\.readings), lastSeen: lastSeen[d.id])
+            }
+        } ?? []
+        store.update { $0 = DeviceListSnapshot(availability: availability, scanning: adapter?.discovering == true, devices: records) }
     }
 }

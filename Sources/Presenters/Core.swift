@@ -1,4 +1,5 @@
 import BlueZ
+import Domain
 import Logging
 import Synchronization
 
@@ -51,48 +52,6 @@ public protocol Presenter: AnyObject, Sendable {
     func states() -> AsyncStream<State>
     var state: State { get }
     func send(_ action: Action)
-}
-
-/// Holds a state value and publishes each distinct value to every
-/// subscriber, in order, without loss (presenter states are small and few).
-public final class StateStore<State: Sendable & Equatable>: Sendable {
-    private struct Inner {
-        var state: State
-        var subscribers: [UInt64: AsyncStream<State>.Continuation] = [:]
-        var next: UInt64 = 0
-    }
-    private let inner: Mutex<Inner>
-
-    public init(_ initial: State) { inner = Mutex(Inner(state: initial)) }
-
-    public var state: State { inner.withLock { $0.state } }
-
-    /// Applies `change`; subscribers hear about it only if the state differs.
-    public func update(_ change: (inout State) -> Void) {
-        inner.withLock { i in
-            var s = i.state
-            change(&s)
-            guard s != i.state else { return }
-            i.state = s
-            // Yielded under the lock so that concurrent updates reach every
-            // subscriber in the order they were applied.
-            for (_, c) in i.subscribers { c.yield(s) }
-        }
-    }
-
-    public func states() -> AsyncStream<State> {
-        let (stream, continuation) = AsyncStream<State>.makeStream(bufferingPolicy: .unbounded)
-        let id = inner.withLock { i -> UInt64 in
-            i.next += 1
-            i.subscribers[i.next] = continuation
-            continuation.yield(i.state)
-            return i.next
-        }
-        continuation.onTermination = { [weak self] _ in _ = self?.inner.withLock { $0.subscribers.removeValue(forKey: id) } }
-        return stream
-    }
-
-    deinit { inner.withLock { i in for (_, c) in i.subscribers { c.finish() } } }
 }
 
 /// Runs a presenter's actions one at a time, in the order they were sent,

@@ -1,0 +1,52 @@
+import Synchronization
+
+/// Holds a value and publishes each distinct value to every subscriber, in
+/// order: presenters' states (kept without loss — they are small and few)
+/// and repositories' snapshots (a bounded buffer per subscriber: one that
+/// falls behind keeps the newest).
+public final class StateStore<State: Sendable & Equatable>: Sendable {
+    private struct Inner {
+        var state: State
+        var subscribers: [UInt64: AsyncStream<State>.Continuation] = [:]
+        var next: UInt64 = 0
+    }
+    private let inner: Mutex<Inner>
+    private let bufferLimit: Int?
+
+    /// `bufferLimit`: at most this many undelivered values per subscriber
+    /// (the oldest go first); nil keeps every value.
+    public init(_ initial: State, bufferLimit: Int? = nil) {
+        inner = Mutex(Inner(state: initial))
+        self.bufferLimit = bufferLimit
+    }
+
+    public var state: State { inner.withLock { $0.state } }
+
+    /// Applies `change`; subscribers hear about it only if the state differs.
+    public func update(_ change: (inout State) -> Void) {
+        inner.withLock { i in
+            var s = i.state
+            change(&s)
+            guard s != i.state else { return }
+            i.state = s
+            // Yielded under the lock so that concurrent updates reach every
+            // subscriber in the order they were applied.
+            for (_, c) in i.subscribers { c.yield(s) }
+        }
+    }
+
+    public func states() -> AsyncStream<State> {
+        let (stream, continuation) = AsyncStream<State>.makeStream(bufferingPolicy: bufferLimit.map { .bufferingNewest($0) } ?? .unbounded)
+        let id = inner.withLock { i -> UInt64 in
+            i.next += 1
+            i.subscribers[i.next] = continuation
+            continuation.yield(i.state)
+            return i.next
+        }
+        continuation.onTermination = { [weak self] _ in _ = self?.inner.withLock { $0.subscribers.removeValue(forKey: id) } }
+        return stream
+    }
+
+    deinit { inner.withLock { i in for (_, c) in i.subscribers { c.finish() } } }
+}
+
