@@ -1,0 +1,120 @@
+import BlueZ
+import Foundation
+import Synchronization
+
+/// A question bluetoothd asks while pairing, waiting for the user.
+public struct PairingPrompt: Sendable, Equatable, Identifiable {
+    public let id: UInt64
+    public let request: AgentRequest
+    public init(id: UInt64, request: AgentRequest) {
+        self.id = id
+        self.request = request
+    }
+    public var device: DeviceID? {
+        switch request {
+        case let .pinCode(d), let .displayPinCode(d, _), let .passkey(d), let .displayPasskey(d, _, _),
+             let .confirmation(d, _), let .authorization(d), let .authorizeService(d, _):
+            return d
+        case .cancel, .release:
+            return nil
+        }
+    }
+}
+
+/// Turns bluetoothd's agent requests into prompts anyone can observe, and
+/// user answers back into agent replies.
+public protocol PairingService: Sendable {
+    /// The prompt waiting for an answer (nil when none), current first.
+    func prompts() -> AsyncStream<PairingPrompt?>
+    /// Pairs with `device`; returns when bluetoothd has paired it.
+    func pair(_ device: DeviceID) async throws(DomainError)
+    /// Answers the prompt `id` (ignored if it is no longer pending).
+    func answer(_ id: UInt64, _ response: AgentResponse)
+}
+
+/// The pairing service over BlueZ: one agent for the connection, registered
+/// on first use; each request becomes a prompt that is rejected by itself
+/// after `promptTimeout` (bluetoothd's own limit is longer).
+public final class BlueZPairingService: PairingService {
+    private let client: BlueZClient
+    private let promptTimeout: Duration
+    private let store = StateStore<PairingPrompt?>(nil)
+    private struct Pending {
+        var continuation: CheckedContinuation<AgentResponse, Never>
+        var timer: Task<Void, Never>?
+    }
+    private let pending = Mutex<[UInt64: Pending]>([:])
+    private let counter = Mutex<UInt64>(0)
+    private let agent = Mutex<BlueZAgent?>(nil)
+
+    public init(client: BlueZClient, promptTimeout: Duration = .seconds(60)) {
+        self.client = client
+        self.promptTimeout = promptTimeout
+    }
+
+    public func prompts() -> AsyncStream<PairingPrompt?> { store.states() }
+
+    public func pair(_ device: DeviceID) async throws(DomainError) {
+        if agent.withLock({ $0 == nil }) {
+            do {
+                let registered = try await BlueZAgent.register(client: client, capability: .keyboardDisplay) { [weak self] request in
+                    await self?.ask(request) ?? .reject
+                }
+                agent.withLock { $0 = registered }
+            } catch {
+                throw DomainError("cannot register a pairing agent: \(error.description)")
+            }
+        }
+        do {
+            try await client.pair(device)
+            store.update { $0 = nil }
+        } catch {
+            store.update { $0 = nil }
+            throw DomainError("pairing with \(device.address) failed: \(error.description)")
+        }
+    }
+
+    public func answer(_ id: UInt64, _ response: AgentResponse) {
+        let entry = pending.withLock { $0.removeValue(forKey: id) }
+        guard let entry else { return }
+        entry.timer?.cancel()
+        store.update { if $0?.id == id { $0 = nil } }
+        entry.continuation.resume(returning: response)
+    }
+
+    private func ask(_ request: AgentRequest) async -> AgentResponse {
+        switch request {
+        case .cancel, .release:
+            // bluetoothd gave up: whatever was asked is void.
+            let all = pending.withLock { p -> [UInt64] in Array(p.keys) }
+            for id in all { answer(id, .cancel) }
+            store.update { $0 = nil }
+            return .accept
+        default:
+            break
+        }
+        let id = counter.withLock { c -> UInt64 in
+            c += 1
+            return c
+        }
+        if case .displayPasskey = request {
+            // Shown until pairing ends; bluetoothd does not wait for an answer.
+            store.update { $0 = PairingPrompt(id: id, request: request) }
+            return .accept
+        }
+        if case .displayPinCode = request {
+            store.update { $0 = PairingPrompt(id: id, request: request) }
+            return .accept
+        }
+        let timeout = promptTimeout
+        return await withCheckedContinuation { (c: CheckedContinuation<AgentResponse, Never>) in
+            let timer = Task { [weak self] in
+                try? await Task.sleep(for: timeout)
+                if Task.isCancelled { return }
+                self?.answer(id, .reject)
+            }
+            pending.withLock { $0[id] = Pending(continuation: c, timer: timer) }
+            store.update { $0 = PairingPrompt(id: id, request: request) }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+import Foundation
+import Synchronization
+import Testing
+import BlueZ
+import BlueZSimulator
+import DBus
+import Domain
+@testable import Presenters
+
+/// A fake pairing service: the test decides the prompts and how pairing ends.
+final class FakePairingService: PairingService {
+    let store = StateStore<PairingPrompt?>(nil)
+    let answers = Mutex<[(UInt64, AgentResponse)]>([])
+    private let finish = Mutex<CheckedContinuation<DomainError?, Never>?>(nil)
+
+    func prompts() -> AsyncStream<PairingPrompt?> { store.states() }
+
+    func pair(_ device: DeviceID) async throws(DomainError) {
+        let outcome = await withCheckedContinuation { c in finish.withLock { $0 = c } }
+        if let outcome { throw outcome }
+    }
+
+    func answer(_ id: UInt64, _ response: AgentResponse) { answers.withLock { $0.append((id, response)) } }
+
+    func ask(_ prompt: PairingPrompt?) { store.update { $0 = prompt } }
+
+    /// Ends the pending pair() call (waits until it has started).
+    func end(with error: DomainError?) async {
+        while true {
+            if let c = finish.withLock({ f -> CheckedContinuation<DomainError?, Never>? in defer { f = nil }; return f }) {
+                c.resume(returning: error)
+                return
+            }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct PairingPresenterTests {
+    let device: DeviceID
+    init() throws { device = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("F0:00:00:00:00:02")) }
+    typealias P = PairingPresenter
+
+    @Test func passkeyEntryEveryStateInOrder() async throws {
+        let service = FakePairingService()
+        let presenter = P(device: device, service: service, navigator: Navigator())
+        let states = StateRecorder(presenter.states())
+        var expected = P.State(device: device)
+        await states.expectNext(expected)
+
+        presenter.send(.pairRequested)
+        expected.phase = .pairing(question: nil)
+        await states.expectNext(expected)
+
+        service.ask(PairingPrompt(id: 7, request: .passkey(device)))
+        expected.phase = .pairing(question: .enterPasskey)
+        expected.inputProblem = "enter the 6 digits the device shows"
+        await states.expectNext(expected)
+
+        presenter.send(.inputChanged("12"))
+        expected.input = "12"
+        await states.expectNext(expected)
+        presenter.send(.inputSubmitted)            // refused: not 6 digits, no state change, no answer
+        presenter.send(.inputChanged("654321"))
+        expected.input = "654321"
+        expected.inputProblem = nil
+        await states.expectNext(expected)
+        presenter.send(.inputSubmitted)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(service.answers.withLock { $0.map(\.0) } == [7])
+        #expect(service.answers.withLock { $0.map(\.1) } == [.passkey(654321)])
+
+        service.ask(nil)
+        expected.phase = .pairing(question: nil)
+        expected.input = ""
+        await states.expectNext(expected)
+        await service.end(with: nil)
+        expected.phase = .paired
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+    }
+
+    @Test func confirmationRejectedThenFailureAndCancel() async throws {
+        let service = FakePairingService()
+        let navigator = Navigator()
+        navigator.push(.pairing(device))
+        let presenter = P(device: device, service: service, navigator: navigator)
+        let states = StateRecorder(presenter.states())
+        var expected = P.State(device: device)
+        await states.expectNext(expected)
+        presenter.send(.pairRequested)
+        expected.phase = .pairing(question: nil)
+        await states.expectNext(expected)
+        service.ask(PairingPrompt(id: 1, request: .confirmation(device, passkey: 12345)))
+        expected.phase = .pairing(question: .confirmPasskey("012345"))
+        await states.expectNext(expected)
+        presenter.send(.rejected)
+        await service.end(with: DomainError("pairing with F0:00:00:00:00:02 failed: AuthenticationRejected"))
+        expected.phase = .failed("pairing with F0:00:00:00:00:02 failed: AuthenticationRejected")
+        await states.expectNext(expected)
+        #expect(service.answers.withLock { $0.map(\.1) } == [.reject])
+
+        // Trying again works from .failed; a display request needs no answer.
+        presenter.send(.pairRequested)
+        expected.phase = .pairing(question: nil)
+        await states.expectNext(expected)
+        service.ask(PairingPrompt(id: 2, request: .displayPasskey(device, passkey: 42, entered: 0)))
+        expected.phase = .pairing(question: .typeOnDevice("000042"))
+        await states.expectNext(expected)
+        presenter.send(.cancelled)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(service.answers.withLock { $0.map(\.1) } == [.reject, .cancel])
+        #expect(navigator.stack == [.deviceList])
+        await service.end(with: DomainError("pairing with F0:00:00:00:00:02 failed: AuthenticationCanceled"))
+        expected.phase = .failed("pairing with F0:00:00:00:00:02 failed: AuthenticationCanceled")
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+    }
+
+    @Test func passkeyPairingAgainstTheSimulator() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let scenario = try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/test-faults.json").path)
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let simulator = BlueZSimulator(scenario: scenario)
+        try await simulator.start(busAddress: bus.address)
+        let client = try await BlueZClient.connect(to: .address(bus.address))
+        let session = try await client.discover(adapter: try client.adapter().id)
+        try await client.mirror.wait(for: "the lock", timeout: .seconds(5)) { [device] in $0.devices[device] != nil }
+        let presenter = P(device: device, service: BlueZPairingService(client: client), navigator: Navigator())
+        presenter.send(.pairRequested)
+        #expect(await wait(presenter) { $0.phase == .pairing(question: .enterPasskey) })
+        presenter.send(.inputChanged("654321"))
+        presenter.send(.inputSubmitted)
+        #expect(await wait(presenter) { $0.phase == .paired }, "\(presenter.state)")
+        try await client.mirror.wait(for: "paired", timeout: .seconds(5)) { [device] in $0.devices[device]?.paired == true }
+        await session.stop()
+        await simulator.stop()
+    }
+
+    func wait(_ presenter: P, within seconds: Double = 10, _ condition: @escaping @Sendable (P.State) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        for await s in presenter.states() {
+            if condition(s) { return true }
+            if ContinuousClock.now > deadline { return false }
+        }
+        return false
+    }
+}
+
