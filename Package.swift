@@ -16,6 +16,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // MARK: C shims (not API; imported implementation-only)
@@ -53,7 +54,9 @@ let package = Package(
         // MARK: Layer 2: domain (repositories own the data) and presenters (State + Action + send)
         // Presenters may import the domain and parsing modules only — never a
         // terminal or gateway module: both front ends run on the same presenters.
-        .target(name: "Domain", dependencies: ["BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Domain", dependencies: [
+            "BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .target(name: "Presenters", dependencies: ["Domain", "BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log")]),
 
         // MARK: Executables

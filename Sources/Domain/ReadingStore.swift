@@ -1,0 +1,179 @@
+import BLEParsing
+import BlueZ
+import Foundation
+import GRDB
+import Synchronization
+
+/// How long readings are kept at which resolution.
+///
+/// The default keeps a year of readings from 100 devices small: with one
+/// stored value per series per minute at most, a series holds ~1 440 raw
+/// rows (1 day), ~2 160 hourly rows (90 days) and ~275 daily rows — about
+/// 3 900 rows; 100 devices × 3 kinds ≈ 1.2 M rows of ~40 bytes, ~50 MB.
+public struct RetentionPolicy: Sendable, Equatable {
+    /// At most one stored value per series in this many seconds.
+    public var minimumInterval: TimeInterval = 60
+    /// Raw values are kept this long, then averaged per hour.
+    public var rawFor: TimeInterval = 86_400
+    /// Hourly averages are kept this long, then averaged per day.
+    public var hourlyFor: TimeInterval = 90 * 86_400
+    /// Nothing older than this is kept.
+    public var keepFor: TimeInterval = 2 * 365 * 86_400
+    public init() {}
+}
+
+/// One point of a reading's history: a value, or an average of `samples`.
+public struct ReadingPoint: Sendable, Equatable {
+    public var at: Date
+    public var value: Double
+    public var samples: Int
+}
+
+/// Readings and the devices we remember, in a SQLite file (GRDB, WAL mode:
+/// a crash mid-write leaves the last committed state).
+public final class ReadingStore: Sendable {
+    private let pool: DatabasePool
+    public let policy: RetentionPolicy
+    private let lastWrite = Mutex<[String: Date]>([:])
+
+    /// Opens (creating and migrating as needed) the database at `path`.
+    public init(path: String, policy: RetentionPolicy = RetentionPolicy()) throws(DomainError) {
+        self.policy = policy
+        do {
+            pool = try DatabasePool(path: path)
+            try ReadingStore.migrator.migrate(pool)
+        } catch {
+            throw DomainError("cannot open the database \(path): \(error)")
+        }
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE device (
+                  id TEXT PRIMARY KEY NOT NULL,          -- bluetoothd's object path
+                  address TEXT NOT NULL,
+                  name TEXT,
+                  format TEXT,
+                  firstSeen REAL NOT NULL,
+                  lastSeen REAL NOT NULL
+                );
+                CREATE TABLE reading (
+                  device TEXT NOT NULL REFERENCES device(id) ON DELETE CASCADE,
+                  kind TEXT NOT NULL,
+                  label TEXT NOT NULL DEFAULT '',
+                  at REAL NOT NULL,                      -- seconds since 1970; bucket start when samples > 1
+                  value REAL NOT NULL,
+                  samples INTEGER NOT NULL DEFAULT 1,
+                  resolution INTEGER NOT NULL DEFAULT 0, -- 0 raw, 1 hourly, 2 daily
+                  PRIMARY KEY (device, kind, label, resolution, at)
+                ) WITHOUT ROWID;
+                """)
+        }
+        return m
+    }
+
+    /// Remembers `record` and stores its numeric readings (at most one per
+    /// series per `minimumInterval`). Returns how many values were stored.
+    @discardableResult
+    public func record(_ record: DeviceRecord, at time: Date) throws(DomainError) -> Int {
+        let device = record.id.path.rawValue
+        let numeric: [(String, String, Double)] = record.readings.compactMap { r in
+            guard case let .number(v) = r.value, v.isFinite else { return nil }
+            return (r.kind.rawValue, r.label ?? "", v)
+        }
+        let due = lastWrite.withLock { last -> [(String, String, Double)] in
+            numeric.filter { kind, label, _ in
+                let key = "\(device)|\(kind)|\(label)"
+                if let t = last[key], time.timeIntervalSince(t) < policy.minimumInterval { return false }
+                last[key] = time
+                return true
+            }
+        }
+        do {
+            try pool.write { db in
+                try db.execute(sql: """
+                    INSERT INTO device (id, address, name, format, firstSeen, lastSeen) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(id) DO UPDATE SET name = coalesce(excluded.name, name),
+                      format = coalesce(excluded.format, format), lastSeen = excluded.lastSeen
+                    """, arguments: [device, record.id.address.description, record.name, record.format,
+                                     time.timeIntervalSince1970, time.timeIntervalSince1970])
+                for (kind, label, value) in due {
+                    try db.execute(sql: "INSERT OR REPLACE INTO reading (device, kind, label, at, value) VALUES (?, ?, ?, ?, ?)",
+                                   arguments: [device, kind, label, time.timeIntervalSince1970, value])
+                }
+            }
+        } catch {
+            throw DomainError("cannot store readings of \(record.id.address): \(error)")
+        }
+        return due.count
+    }
+
+    /// The history of one series, oldest first, at every resolution stored.
+    public func history(of device: DeviceID, kind: ReadingKind, label: String = "", since: Date = .distantPast) throws(DomainError) -> [ReadingPoint] {
+        do {
+            return try pool.read { db in
+                try Row.fetchAll(db, sql: """
+                    SELECT at, value, samples FROM reading
+                    WHERE device = ? AND kind = ? AND label = ? AND at >= ? ORDER BY at
+                    """, arguments: [device.path.rawValue, kind.rawValue, label, since.timeIntervalSince1970])
+                    .map { ReadingPoint(at: Date(timeIntervalSince1970: $0["at"]), value: $0["value"], samples: $0["samples"]) }
+            }
+        } catch {
+            throw DomainError("cannot read the history of \(device.address): \(error)")
+        }
+    }
+
+    /// Devices we remember: address, name, format, first and last seen.
+    public func rememberedDevices() throws(DomainError) -> [(id: String, name: String?, format: String?, firstSeen: Date, lastSeen: Date)] {
+        do {
+            return try pool.read { db in
+                try Row.fetchAll(db, sql: "SELECT id, name, format, firstSeen, lastSeen FROM device ORDER BY id").map {
+                    (id: $0["id"], name: $0["name"], format: $0["format"],
+                     firstSeen: Date(timeIntervalSince1970: $0["firstSeen"]), lastSeen: Date(timeIntervalSince1970: $0["lastSeen"]))
+                }
+            }
+        } catch {
+            throw DomainError("cannot read remembered devices: \(error)")
+        }
+    }
+
+    /// Applies the retention policy as of `now`: raw → hourly → daily
+    /// averages, then drops what is older than `keepFor`. Each step is one
+    /// transaction. Returns the number of rows left.
+    @discardableResult
+    public func compact(now: Date) throws(DomainError) -> Int {
+        let t = now.timeIntervalSince1970
+        do {
+            try pool.write { db in
+                try ReadingStore.downsample(db, from: 0, to: 1, bucket: 3_600, olderThan: t - policy.rawFor)
+                try ReadingStore.downsample(db, from: 1, to: 2, bucket: 86_400, olderThan: t - policy.hourlyFor)
+                try db.execute(sql: "DELETE FROM reading WHERE at < ?", arguments: [t - policy.keepFor])
+            }
+            return try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM reading") ?? 0 }
+        } catch {
+            throw DomainError("cannot compact the readings: \(error)")
+        }
+    }
+
+    /// Averages rows of resolution `from` older than `cutoff` into buckets of
+    /// `bucket` seconds at resolution `to` (weighted by their sample counts),
+    /// merging with buckets already there, then deletes the originals.
+    private static func downsample(_ db: Database, from: Int, to: Int, bucket: Double, olderThan cutoff: Double) throws {
+        // Only whole buckets that end before the cutoff.
+        let limit = (cutoff / bucket).rounded(.down) * bucket
+        try db.execute(sql: """
+            INSERT INTO reading (device, kind, label, at, value, samples, resolution)
+            SELECT device, kind, label, bucketStart, sum(value * samples) / sum(samples), sum(samples), ?
+            FROM (SELECT device, kind, label, value, samples, (CAST(at / ? AS INTEGER)) * ? AS bucketStart
+                  FROM reading WHERE resolution = ? AND at < ?)
+            WHERE true -- (SQLite: an upsert's SELECT needs a WHERE to parse)
+            GROUP BY device, kind, label, bucketStart
+            ON CONFLICT(device, kind, label, resolution, at) DO UPDATE SET
+              value = (value * samples + excluded.value * excluded.samples) / (samples + excluded.samples),
+              samples = samples + excluded.samples
+            """, arguments: [to, bucket, bucket, from, limit])
+        try db.execute(sql: "DELETE FROM reading WHERE resolution = ? AND at < ?", arguments: [from, limit])
+    }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+import BLEParsing
+import BlueZ
+@testable import Domain
+
+/// The readings store on a real SQLite file in a temporary directory.
+@Suite struct ReadingStoreTests {
+    let dir: URL
+    let device: DeviceID
+
+    init() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-db-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        device = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("CB:B8:33:4C:88:4F"))
+    }
+
+    func record(_ temperature: Double, humidity: Double = 50) -> DeviceRecord {
+        DeviceRecord(id: device, name: "Ruuvi 884F", format: "ruuvi", readings: [
+            Reading(kind: .temperature, value: .number(temperature), unit: "°C"),
+            Reading(kind: .humidity, value: .number(humidity), unit: "%"),
+            Reading(kind: .temperature, value: .bool(true), unit: nil, label: "not numeric"),
+        ])
+    }
+
+    @Test func storesAtMostOneValuePerSeriesPerIntervalAndReadsHistoryBack() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("db.sqlite").path
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        do {
+            let store = try ReadingStore(path: path)
+            #expect(try store.record(record(21.0), at: t0) == 2)
+            #expect(try store.record(record(21.5), at: t0.addingTimeInterval(30)) == 0)   // within a minute
+            #expect(try store.record(record(22.0), at: t0.addingTimeInterval(61)) == 2)
+        }
+        // Reopened: everything is still there.
+        let store = try ReadingStore(path: path)
+        let history = try store.history(of: device, kind: .temperature)
+        #expect(history.map(\.value) == [21.0, 22.0])
+        #expect(history.map(\.samples) == [1, 1])
+        #expect(try store.history(of: device, kind: .humidity, since: t0.addingTimeInterval(1)).count == 1)
+        let remembered = try store.rememberedDevices()
+        #expect(remembered.count == 1)
+        #expect(remembered.first?.name == "Ruuvi 884F" && remembered.first?.format == "ruuvi")
+        #expect(remembered.first?.firstSeen == t0 && remembered.first?.lastSeen == t0.addingTimeInterval(61))
+    }
+
+    @Test func retentionAveragesHourlyThenDailyThenForgets() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var policy = RetentionPolicy()
+        policy.minimumInterval = 0
+        let store = try ReadingStore(path: dir.appendingPathComponent("db.sqlite").path, policy: policy)
+        // 3 days of one value every 10 minutes, starting on an hour boundary.
+        let start = Date(timeIntervalSince1970: 1_800_000_000 - 1_800_000_000.truncatingRemainder(dividingBy: 86_400))
+        for i in 0..<(3 * 144) {
+            try store.record(record(Double(i % 6)), at: start.addingTimeInterval(Double(i) * 600))
+        }
+        #expect(try store.history(of: device, kind: .temperature).count == 432)
+        // One day later than the last value: the first 3 days become hourly averages, the rest stays raw.
+        let now = start.addingTimeInterval(3 * 86_400 + 86_400)
+        try store.compact(now: now)
+        let hourly = try store.history(of: device, kind: .temperature)
+        #expect(hourly.count == 72)
+        #expect(hourly.allSatisfy { $0.samples == 6 && abs($0.value - 2.5) < 1e-9 })
+        #expect(hourly.first?.at == start)
+        // Compacting again changes nothing.
+        try store.compact(now: now)
+        #expect(try store.history(of: device, kind: .temperature) == hourly)
+        // 100 days on: daily averages of 24 hourly buckets (144 samples).
+        try store.compact(now: start.addingTimeInterval(100 * 86_400))
+        let daily = try store.history(of: device, kind: .temperature)
+        #expect(daily.count == 3)
+        #expect(daily.allSatisfy { $0.samples == 144 && abs($0.value - 2.5) < 1e-9 })
+        // Past the keep-for limit nothing is left.
+        #expect(try store.compact(now: start.addingTimeInterval(3 * 365 * 86_400)) == 0)
+    }
+
+    @Test func aBadPathSaysWhichFile() {
+        #expect(throws: DomainError.self) { try ReadingStore(path: "/nonexistent-dir/x/db.sqlite") }
+        do {
+            _ = try ReadingStore(path: "/nonexistent-dir/x/db.sqlite")
+        } catch {
+            #expect(error.description.hasPrefix("cannot open the database /nonexistent-dir/x/db.sqlite"))
+        }
+    }
+}
