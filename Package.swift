@@ -69,6 +69,8 @@ let package = Package(
         ),
         .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing", "BlueZ", "BlueZSimulator"]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
+        // Test support: writes readings until killed (crash-consistency test).
+        .executableTarget(name: "readings-writer", dependencies: ["Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),
 
         // MARK: Tests
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
@@ -76,7 +78,10 @@ let package = Package(
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
-        .testTarget(name: "PresenterTests", dependencies: ["Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus"]),
+        .testTarget(name: "PresenterTests", dependencies: [
+            "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer",
+            .product(name: "GRDB", package: "GRDB.swift"),
+        ]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus"]),
     ]
 )

@@ -59,14 +59,16 @@ public final class ReadingStore: Sendable {
                   firstSeen REAL NOT NULL,
                   lastSeen REAL NOT NULL
                 );
+                -- Key columns first, in key order: SQLite 3.40's integrity_check
+                -- wrongly reports NULLs in WITHOUT ROWID tables otherwise.
                 CREATE TABLE reading (
                   device TEXT NOT NULL REFERENCES device(id) ON DELETE CASCADE,
                   kind TEXT NOT NULL,
                   label TEXT NOT NULL DEFAULT '',
+                  resolution INTEGER NOT NULL DEFAULT 0, -- 0 raw, 1 hourly, 2 daily
                   at REAL NOT NULL,                      -- seconds since 1970; bucket start when samples > 1
                   value REAL NOT NULL,
                   samples INTEGER NOT NULL DEFAULT 1,
-                  resolution INTEGER NOT NULL DEFAULT 0, -- 0 raw, 1 hourly, 2 daily
                   PRIMARY KEY (device, kind, label, resolution, at)
                 ) WITHOUT ROWID;
                 """)
