@@ -80,3 +80,37 @@ public final class ActionQueue<Action: Sendable>: Sendable {
         task.cancel()
     }
 }
+
+/// The machinery every presenter shares: its action queue and the tasks
+/// that feed repository streams into it (cancelled with the presenter).
+public final class PresenterRuntime<Action: Sendable>: Sendable {
+    private let queue = Mutex<ActionQueue<Action>?>(nil)
+    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let label: String
+
+    public init(label: String) { self.label = label }
+
+    /// Starts the action queue; `handle` usually captures the presenter weakly.
+    public func start(_ handle: @escaping @Sendable (Action) async -> Void) {
+        let q = ActionQueue<Action>(label: label, handle: handle)
+        queue.withLock { $0 = q }
+    }
+
+    public func send(_ action: Action) { queue.withLock { $0 }?.send(action) }
+
+    /// Turns every element of `stream` into an action (elements `map` drops
+    /// with nil are skipped).
+    public func follow<Element: Sendable>(_ stream: AsyncStream<Element>, _ map: @escaping @Sendable (Element) -> Action?) {
+        guard let q = queue.withLock({ $0 }) else { return }
+        track(Task {
+            for await element in stream {
+                if let action = map(element) { q.send(action) }
+            }
+        })
+    }
+
+    /// Keeps `task` for cancellation with the presenter.
+    public func track(_ task: Task<Void, Never>) { tasks.withLock { $0.append(task) } }
+
+    deinit { tasks.withLock { for t in $0 { t.cancel() } } }
+}

@@ -69,8 +69,7 @@ public final class DeviceListPresenter: Presenter {
     private let now: @Sendable () -> Date
     private let staleAfter: TimeInterval
     private let latest = LatestSnapshot()
-    private let queue = Mutex<ActionQueue<Action>?>(nil)
-    private let follower = Mutex<Task<Void, Never>?>(nil)
+    private let runtime = PresenterRuntime<Action>(label: "blecompanion.presenter.devices")
 
     public init(repository: any DeviceRepository, navigator: Navigator, staleAfter: TimeInterval = 120,
                 now: @escaping @Sendable () -> Date = { Date() }) {
@@ -78,22 +77,13 @@ public final class DeviceListPresenter: Presenter {
         self.navigator = navigator
         self.staleAfter = staleAfter
         self.now = now
-        let queue = ActionQueue<Action>(label: "blecompanion.presenter.devices") { [weak self] action in
-            await self?.handle(action)
-        }
-        self.queue.withLock { $0 = queue }
-        let snapshots = repository.snapshots()
-        let task = Task {
-            for await snapshot in snapshots { queue.send(.repositoryChanged(snapshot)) }
-        }
-        follower.withLock { $0 = task }
+        runtime.start { [weak self] action in await self?.handle(action) }
+        runtime.follow(repository.snapshots()) { .repositoryChanged($0) }
     }
-
-    deinit { follower.withLock { $0?.cancel() } }
 
     public var state: State { store.state }
     public func states() -> AsyncStream<State> { store.states() }
-    public func send(_ action: Action) { queue.withLock { $0 }?.send(action) }
+    public func send(_ action: Action) { runtime.send(action) }
 
     private func handle(_ action: Action) async {
         switch action {

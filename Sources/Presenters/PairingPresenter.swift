@@ -49,29 +49,19 @@ public final class PairingPresenter: Presenter {
     private let service: any PairingService
     private let navigator: Navigator
     private let prompt = Mutex<PairingPrompt?>(nil)
-    private let queue = Mutex<ActionQueue<Action>?>(nil)
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let runtime = PresenterRuntime<Action>(label: "blecompanion.presenter.pairing")
 
     public init(device: DeviceID, service: any PairingService, navigator: Navigator) {
         store = StateStore(State(device: device))
         self.service = service
         self.navigator = navigator
-        let queue = ActionQueue<Action>(label: "blecompanion.presenter.pairing") { [weak self] action in
-            await self?.handle(action)
-        }
-        self.queue.withLock { $0 = queue }
-        let prompts = service.prompts()
-        let follower = Task {
-            for await p in prompts where p == nil || p?.device == device { queue.send(.promptChanged(p)) }
-        }
-        tasks.withLock { $0.append(follower) }
+        runtime.start { [weak self] action in await self?.handle(action) }
+        runtime.follow(service.prompts()) { p in p == nil || p?.device == device ? .promptChanged(p) : nil }
     }
-
-    deinit { tasks.withLock { for t in $0 { t.cancel() } } }
 
     public var state: State { store.state }
     public func states() -> AsyncStream<State> { store.states() }
-    public func send(_ action: Action) { queue.withLock { $0 }?.send(action) }
+    public func send(_ action: Action) { runtime.send(action) }
 
     private func handle(_ action: Action) async {
         switch action {
@@ -81,19 +71,17 @@ public final class PairingPresenter: Presenter {
             case .idle, .failed: break
             }
             store.update { $0.phase = .pairing(question: nil) }
-            let service = self.service, device = store.state.device
-            let queue = self.queue.withLock { $0 }
+            let service = self.service, device = store.state.device, runtime = self.runtime
             // Pairing waits for the user's answers, which arrive as actions:
             // run it beside the action queue, report back through it.
-            let task = Task {
+            runtime.track(Task {
                 do throws(DomainError) {
                     try await service.pair(device)
-                    queue?.send(.pairingFinished(nil))
+                    runtime.send(.pairingFinished(nil))
                 } catch {
-                    queue?.send(.pairingFinished(error))
+                    runtime.send(.pairingFinished(error))
                 }
-            }
-            tasks.withLock { $0.append(task) }
+            })
         case let .inputChanged(text):
             store.update { s in
                 s.input = text
