@@ -24,7 +24,7 @@ final class StateRecorder<State: Sendable & Equatable>: Sendable {
     deinit { task.cancel() }
 
     /// The next state, waiting up to `seconds`.
-    func next(within seconds: Double = 2) async -> State? {
+    func next(within seconds: Double = 10) async -> State? {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while ContinuousClock.now < deadline {
             let index = cursor.withLock { $0 }
