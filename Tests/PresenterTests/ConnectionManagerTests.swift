@@ -1,0 +1,149 @@
+import Foundation
+import Synchronization
+import Testing
+import BlueZ
+import BlueZSimulator
+import DBus
+@testable import Domain
+
+/// A backend the test controls: presence, connection outcomes, and a
+/// change signal.
+final class FakeConnectionBackend: ConnectionBackend {
+    struct DeviceState { var present = true; var connected = false; var failuresLeft = 0; var block = false }
+    let devices = Mutex<[DeviceID: DeviceState]>([:])
+    let attempts = Mutex<[DeviceID]>([])
+    let notified = Mutex<[(DeviceID, [String])]>([])
+    let concurrent = Mutex<(now: Int, peak: Int)>((0, 0))
+    private let change = StateStore(0, bufferLimit: 8)
+
+    func set(_ id: DeviceID, _ change: (inout DeviceState) -> Void) {
+        devices.withLock { change(&$0[id, default: DeviceState()]) }
+        self.change.update { $0 += 1 }
+    }
+
+    func isPresent(_ id: DeviceID) -> Bool { devices.withLock { $0[id]?.present ?? false } }
+    func isConnected(_ id: DeviceID) -> Bool { devices.withLock { $0[id]?.connected ?? false } }
+    func changes() -> AsyncStream<Void> {
+        let values = change.states()
+        return AsyncStream { c in
+            let t = Task { for await _ in values { c.yield(()) }; c.finish() }
+            c.onTermination = { _ in t.cancel() }
+        }
+    }
+    func connect(_ id: DeviceID) async throws(DomainError) {
+        attempts.withLock { $0.append(id) }
+        concurrent.withLock { $0.now += 1; $0.peak = max($0.peak, $0.now) }
+        defer { concurrent.withLock { $0.now -= 1 } }
+        while devices.withLock({ $0[id]?.block ?? false }) { try? await Task.sleep(for: .milliseconds(5)) }
+        let fail = devices.withLock { d -> Bool in
+            if d[id, default: DeviceState()].failuresLeft > 0 { d[id]?.failuresLeft -= 1; return true }
+            d[id]?.connected = true
+            return false
+        }
+        if fail { throw DomainError("Failed: le-connection-abort-by-local") }
+        change.update { $0 += 1 }
+    }
+    func enableNotifications(_ id: DeviceID, uuids: [String]) async { notified.withLock { $0.append((id, uuids)) } }
+}
+
+/// Records the delays asked for and returns at once (a hand-driven clock).
+final class RecordingSleeper: Sleeper {
+    let delays = Mutex<[Duration]>([])
+    func sleep(for duration: Duration) async throws {
+        delays.withLock { $0.append(duration) }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct ConnectionManagerTests {
+    let hci0 = AdapterID(path: "/org/bluez/hci0")
+    func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])) }
+
+    func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+        return condition()
+    }
+
+    @Test func backoffDoublesWithJitterThenConnectsAndReenablesNotifications() async throws {
+        let backend = FakeConnectionBackend()
+        let sleeper = RecordingSleeper()
+        let device = try id(1)
+        backend.set(device) { $0.failuresLeft = 4 }
+        let manager = ConnectionManager(backend: backend, policy: BackoffPolicy(initial: .seconds(1), maximum: .seconds(5), jitter: 0.2),
+                                        sleeper: sleeper, random: { 0.75 })
+        manager.watch(device, notify: ["2a37"])
+        #expect(await eventually { manager.current[device] == .connected })
+        // 1, 2, 4, then capped at 5 s; random 0.75 adds +10 %.
+        #expect(sleeper.delays.withLock { $0 } == [.milliseconds(1100), .milliseconds(2200), .milliseconds(4400), .milliseconds(5500)])
+        #expect(backend.attempts.withLock { $0.count } == 5)
+        #expect(backend.notified.withLock { $0.map(\.1) } == [["2a37"]])
+
+        // The link drops: it reconnects at once (backoff starts over) and notifications come back.
+        backend.set(device) { $0.connected = false }
+        #expect(await eventually { backend.notified.withLock { $0.count } == 2 })
+        #expect(manager.current[device] == .connected)
+        #expect(backend.attempts.withLock { $0.count } == 6)
+        manager.unwatch(device)
+        #expect(manager.current[device] == nil)
+    }
+
+    @Test func anAbsentDeviceIsNotTriedUntilItReturns() async throws {
+        let backend = FakeConnectionBackend()
+        let device = try id(2)
+        backend.set(device) { $0.present = false }
+        let manager = ConnectionManager(backend: backend, sleeper: RecordingSleeper())
+        manager.watch(device)
+        #expect(await eventually { manager.current[device] == .waitingForDevice })
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(backend.attempts.withLock { $0.isEmpty }, "no attempts, no hot loop, while the device is gone")
+        backend.set(device) { $0.present = true }
+        #expect(await eventually { manager.current[device] == .connected })
+        #expect(backend.attempts.withLock { $0.count } == 1)
+    }
+
+    @Test func atMostTheLimitOfAttemptsPerAdapterAtOnce() async throws {
+        let backend = FakeConnectionBackend()
+        let devices = try (3...6).map { try id($0) }
+        for d in devices { backend.set(d) { $0.block = true } }
+        let manager = ConnectionManager(backend: backend, sleeper: RecordingSleeper(), maxConcurrentPerAdapter: 2)
+        for d in devices { manager.watch(d) }
+        #expect(await eventually { backend.concurrent.withLock { $0.now } == 2 })
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(backend.concurrent.withLock { $0.peak } == 2)
+        for d in devices { backend.set(d) { $0.block = false } }
+        #expect(await eventually { devices.allSatisfy { manager.current[$0] == .connected } })
+        #expect(backend.concurrent.withLock { $0.peak } == 2)
+    }
+
+    @Test func theSimulatorsFlakyDeviceIsKeptConnected() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let scenario = try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/test-faults.json").path)
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let simulator = BlueZSimulator(scenario: scenario)
+        try await simulator.start(busAddress: bus.address)
+        let client = try await BlueZClient.connect(to: .address(bus.address))
+        let session = try await client.discover(adapter: try client.adapter().id)
+        let flaky = DeviceID(adapter: hci0, address: try BluetoothAddress("F0:00:00:00:00:01"))
+        try await client.mirror.wait(for: "flaky", timeout: .seconds(5)) { $0.devices[flaky] != nil }
+        let manager = ConnectionManager(backend: BlueZConnectionBackend(client: client),
+                                        policy: BackoffPolicy(initial: .milliseconds(50), maximum: .milliseconds(200)))
+        let history = Mutex<[ConnectionStatus]>([])
+        let statuses = manager.statuses()
+        let recorder = Task { for await s in statuses { if let v = s[flaky] { history.withLock { $0.append(v) } } } }
+        manager.watch(flaky)
+        // Two aborted attempts with bluetoothd's reason, a connection, the link drops after 0.4 s, and it reconnects.
+        #expect(await eventually(10) { history.withLock { h in h.filter { $0 == .connected }.count >= 2 } }, "\(history.withLock { $0 })")
+        let failures = history.withLock { h in h.compactMap { if case let .retrying(_, _, reason) = $0 { return reason } else { return nil } } }
+        #expect(failures.count == 2 && failures.allSatisfy { $0.contains("le-connection-abort-by-local") }, "\(failures)")
+        manager.unwatch(flaky)
+        recorder.cancel()
+        await session.stop()
+        await simulator.stop()
+    }
+}
+
