@@ -30,7 +30,7 @@ func echoObject() -> DBusExportedInterface {
         },
         DBusMethodDescription("AcquireNotify", outputs: [.init("fd", .unixFD), .init("mtu", .uint16)]) { _ in
             var fds: [Int32] = [0, 0]
-            guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else {
+            guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
                 throw DBusError.remote(name: "com.example.Error.Socket", message: "socketpair failed")
             }
             let payload: [UInt8] = [0x16, 0x4b, 0x01]

@@ -15,7 +15,7 @@ import Testing
     /// bytes, reading after each piece; returns the frames in order.
     private func frames(of bytes: [UInt8], step: Int) throws -> [[UInt8]] {
         var pair: [Int32] = [0, 0]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         defer { close(pair[0]); close(pair[1]) }
         let receiver = WireReceiver()
         var out: [[UInt8]] = []
@@ -53,7 +53,7 @@ import Testing
 
     @Test func aStreamThatIsNotDBusIsRejectedWithTheReason() throws {
         var pair: [Int32] = [0, 0]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         defer { close(pair[0]); close(pair[1]) }
         let receiver = WireReceiver()
         let junk = Array("HTTP/1.1 200 OK\r\n\r\n".utf8)
