@@ -1,0 +1,42 @@
+import BLEParsing
+import BlueZ
+import Foundation
+import Synchronization
+
+/// Stores the readings the device repository publishes: for each device
+/// whose readings changed (and that is watched, when a watch list is given),
+/// one record in the readings store. Failures are kept for the event log,
+/// never thrown away silently.
+public final class ReadingRecorder: Sendable {
+    private let task: Task<Void, Never>
+    private let failure = StateStore<String?>(nil)
+
+    public init(repository: any DeviceRepository, store: ReadingStore,
+                watched: @escaping @Sendable () -> Set<BluetoothAddress>? = { nil },
+                now: @escaping @Sendable () -> Date = { Date() }) {
+        let snapshots = repository.snapshots()
+        let failure = self.failure
+        task = Task {
+            var previous: [DeviceID: [Reading]] = [:]
+            for await snapshot in snapshots {
+                let wanted = watched()
+                for device in snapshot.devices where !device.readings.isEmpty {
+                    if let wanted, !wanted.contains(device.id.address) { continue }
+                    guard previous[device.id] != device.readings else { continue }
+                    previous[device.id] = device.readings
+                    do throws(DomainError) {
+                        try store.record(device, at: now())
+                    } catch {
+                        failure.update { $0 = error.description }
+                    }
+                }
+            }
+        }
+    }
+
+    deinit { task.cancel() }
+
+    /// The last failure to store readings (nil while all is well).
+    public func failures() -> AsyncStream<String?> { failure.states() }
+    public var lastFailure: String? { failure.state }
+}

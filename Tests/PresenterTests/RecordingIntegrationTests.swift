@@ -1,0 +1,59 @@
+import Foundation
+import Testing
+import BlueZ
+import BlueZSimulator
+import DBus
+@testable import Domain
+
+/// Readings flow from the simulator through the client, the repository and
+/// the recorder into a real SQLite file; bluetoothd vanishing and returning
+/// loses nothing that was stored and recording resumes.
+@Suite(.timeLimit(.minutes(1))) struct RecordingIntegrationTests {
+    @Test func bluetoothdVanishingLosesNothingAndRecordingResumes() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let scenario = try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/demo-home.json").path)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-rec-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var policy = RetentionPolicy()
+        policy.minimumInterval = 0
+        let store = try ReadingStore(path: dir.appendingPathComponent("readings.sqlite").path, policy: policy)
+        let ruuvi = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("CB:B8:33:4C:88:4F"))
+
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        var simulator = BlueZSimulator(scenario: scenario)
+        try await simulator.start(busAddress: bus.address)
+        let client = try await BlueZClient.connect(to: .address(bus.address))
+        let repository = BlueZDeviceRepository(client: client)
+        let recorder = ReadingRecorder(repository: repository, store: store, watched: { [ruuvi.address] })
+        try await repository.setScanning(true)
+
+        func temperatures() throws -> [ReadingPoint] { try store.history(of: ruuvi, kind: .temperature) }
+        func eventually(_ condition: () throws -> Bool) async throws -> Bool {
+            let deadline = ContinuousClock.now + .seconds(15)
+            while ContinuousClock.now < deadline {
+                if try condition() { return true }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            return try condition()
+        }
+        // The RuuviTag's data alternates every second in the scenario.
+        #expect(try await eventually { try temperatures().count >= 2 })
+        await simulator.stop()
+        try await client.mirror.wait(for: "bluetoothd gone", timeout: .seconds(5)) { !$0.available }
+        let before = try temperatures()
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(try temperatures() == before, "nothing is recorded or lost while bluetoothd is away")
+
+        simulator = BlueZSimulator(scenario: scenario)
+        try await simulator.start(busAddress: bus.address)
+        // Discovery is restarted by the repository's session; recording resumes.
+        #expect(try await eventually { try temperatures().count >= before.count + 2 })
+        let after = try temperatures()
+        #expect(Array(after.prefix(before.count)) == before)
+        #expect(recorder.lastFailure == nil)
+        try await repository.setScanning(false)
+        await simulator.stop()
+    }
+}
