@@ -11,6 +11,11 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
         var next: UInt64 = 0
     }
     private let inner: Mutex<Inner>
+    /// Subscribers that went away, removed at the next update. A separate
+    /// lock: termination runs under the Swift runtime's task-status lock,
+    /// and `update` takes that lock (resuming a waiting consumer) while it
+    /// holds `inner`, so termination must never wait for `inner`.
+    private let gone = Mutex<[UInt64]>([])
     private let bufferLimit: Int?
 
     /// `bufferLimit`: at most this many undelivered values per subscriber
@@ -29,6 +34,7 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
             change(&s)
             guard s != i.state else { return }
             i.state = s
+            for id in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { i.subscribers[id] = nil }
             // Yielded under the lock so that concurrent updates reach every
             // subscriber in the order they were applied.
             for (_, c) in i.subscribers { c.yield(s) }
@@ -43,7 +49,7 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
             continuation.yield(i.state)
             return i.next
         }
-        continuation.onTermination = { [weak self] _ in _ = self?.inner.withLock { $0.subscribers.removeValue(forKey: id) } }
+        continuation.onTermination = { [weak self] _ in self?.gone.withLock { $0.append(id) } }
         return stream
     }
 

@@ -19,8 +19,18 @@ import Glibc
             let path = root + "/" + relative
             try FileManager.default.createDirectory(
                 atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-            if executable { try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: path) }
+            guard executable else {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+                return
+            }
+            // Close-on-exec: a process another test forks meanwhile must not
+            // inherit a write handle, or exec of this script fails with ETXTBSY.
+            let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o755)
+            guard fd >= 0 else { throw CocoaError(.fileWriteUnknown) }
+            let bytes = Array(text.utf8)
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+            guard written == bytes.count else { throw CocoaError(.fileWriteUnknown) }
         }
         func mkdir(_ relative: String) throws {
             try FileManager.default.createDirectory(atPath: root + "/" + relative, withIntermediateDirectories: true)
@@ -50,7 +60,7 @@ import Glibc
             listAdapters: { kernel.map { .failure($0) } ?? .success(adapters) },
             sysfsRoot: scratch.root + "/sys",
             bluetoothdCandidates: bluetoothd ?? [scratch.root + "/bin/bluetoothd"],
-            runProgram: { path, arguments in await DoctorProcess.run(path, arguments, timeout: .seconds(5)) })
+            runProgram: { path, arguments in await DoctorProcess.run(path, arguments, timeout: .seconds(20)) })
     }
 
     static func finding(_ id: String, in findings: [DoctorFinding]) throws -> DoctorFinding {
