@@ -29,6 +29,9 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private struct State {
         var lastSeen: [DeviceID: Date] = [:]
         var session: DiscoverySession?
+        /// Decoded advertisements per device, with the data they came from:
+        /// a flood of RSSI changes must not re-decode every device each time.
+        var decoded: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], models: [AdvertisementModel])] = [:]
     }
     private let state = Mutex(State())
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
@@ -98,14 +101,27 @@ public final class BlueZDeviceRepository: DeviceRepository {
             for id in changed { s.lastSeen[id] = time }
             return s.lastSeen
         }
-        let records = adapter.map { a in
-            snap.devices(on: a.id).map { d -> DeviceRecord in
-                let decoded = AdvertisementReadings.decode(d)
-                return DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
-                                    trusted: d.trusted, format: decoded.first?.formatName,
-                                    readings: decoded.flatMap(\.readings), lastSeen: lastSeen[d.id])
+        let devices = adapter.map { snap.devices(on: $0.id) } ?? []
+        let models: [[AdvertisementModel]] = state.withLock { s in
+            if s.decoded.count > devices.count {
+                // Devices bluetoothd removed: forget their decoded data.
+                let present = Set(devices.map(\.id))
+                s.decoded = s.decoded.filter { present.contains($0.key) }
             }
-        } ?? []
+            return devices.map { d in
+                if let cached = s.decoded[d.id], cached.manufacturer == d.manufacturerData, cached.service == d.serviceData {
+                    return cached.models
+                }
+                let fresh = AdvertisementReadings.decode(d)
+                s.decoded[d.id] = (d.manufacturerData, d.serviceData, fresh)
+                return fresh
+            }
+        }
+        let records = zip(devices, models).map { d, decoded in
+            DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
+                         trusted: d.trusted, format: decoded.first?.formatName,
+                         readings: decoded.flatMap(\.readings), lastSeen: lastSeen[d.id])
+        }
         store.update { $0 = DeviceListSnapshot(availability: availability, scanning: adapter?.discovering == true, devices: records) }
     }
 }
