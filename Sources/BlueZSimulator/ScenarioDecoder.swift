@@ -441,47 +441,47 @@ struct ScenarioDecoder {
     }
 
     func advertising(_ node: JSONNode) throws(ScenarioError) -> Timeline<AdvertisementEvent> {
-        var t = Timeline<AdvertisementEvent>(events: [], repeatEvery: nil)
-        for (k, v) in try object(node, allowed: ["timeline", "repeatEvery"]) {
-            if k == "repeatEvery" {
-                let r = try seconds(v)
-                guard r > 0 else { throw fail(v, "repeatEvery must be greater than 0") }
-                t.repeatEvery = r
-                continue
-            }
-            var last = -1.0
-            for e in try array(v) {
-                var ev = AdvertisementEvent(at: 0)
-                var hasAt = false
-                for (ek, evn) in try object(e, allowed: ["at", "rssi", "txPower", "name", "manufacturerData", "serviceData", "uuids", "present"]) {
-                    switch ek {
-                    case "at": ev.at = try seconds(evn); hasAt = true
-                    case "rssi": ev.rssi = Int16(try integer(evn, -127...20))
-                    case "txPower": ev.txPower = Int16(try integer(evn, -127...20))
-                    case "name": ev.name = try string(evn)
-                    case "manufacturerData": ev.manufacturerData = try manufacturerData(evn)
-                    case "serviceData": ev.serviceData = try serviceData(evn)
-                    case "uuids":
-                        var list: [String] = []
-                        for u in try array(evn) { list.append(try uuid(u)) }
-                        ev.uuids = list
-                    default: ev.present = try bool(evn)
-                    }
+        try timeline(node) { (e) throws(ScenarioError) -> AdvertisementEvent in
+            var ev = AdvertisementEvent(at: 0)
+            var hasAt = false
+            for (ek, evn) in try object(e, allowed: ["at", "rssi", "txPower", "name", "manufacturerData", "serviceData", "uuids", "present"]) {
+                switch ek {
+                case "at": ev.at = try seconds(evn); hasAt = true
+                case "rssi": ev.rssi = Int16(try integer(evn, -127...20))
+                case "txPower": ev.txPower = Int16(try integer(evn, -127...20))
+                case "name": ev.name = try string(evn)
+                case "manufacturerData": ev.manufacturerData = try manufacturerData(evn)
+                case "serviceData": ev.serviceData = try serviceData(evn)
+                case "uuids":
+                    var list: [String] = []
+                    for u in try array(evn) { list.append(try uuid(u)) }
+                    ev.uuids = list
+                default: ev.present = try bool(evn)
                 }
-                guard hasAt else { throw fail(e, "missing member \"at\"") }
-                guard ev.at >= last else { throw fail(e["at"] ?? e, "events must be in time order (\(ev.at) comes after \(last))") }
-                last = ev.at
-                t.events.append(ev)
             }
+            guard hasAt else { throw fail(e, "missing member \"at\"") }
+            return ev
         }
-        if let r = t.repeatEvery, let lastEvent = t.events.last, lastEvent.at >= r {
-            throw fail(node["repeatEvery"] ?? node, "repeatEvery (\(r)) must be greater than the last event time (\(lastEvent.at))")
-        }
-        return t
     }
 
     func valueTimeline(_ node: JSONNode) throws(ScenarioError) -> Timeline<ValueEvent> {
-        var t = Timeline<ValueEvent>(events: [], repeatEvery: nil)
+        try timeline(node) { (e) throws(ScenarioError) -> ValueEvent in
+            var at: Double?
+            var value: [UInt8]?
+            for (ek, evn) in try object(e, allowed: ["at", "value"]) {
+                if ek == "at" { at = try seconds(evn) } else { value = try hex(evn) }
+            }
+            guard let at, let value else { throw fail(e, "an event needs \"at\" and \"value\"") }
+            return ValueEvent(at: at, value: value)
+        }
+    }
+
+    /// `{"timeline": [events…], "repeatEvery": s}` with events in time order
+    /// and a repeat period longer than the last event.
+    func timeline<Event: TimedEvent>(
+        _ node: JSONNode, _ event: (JSONNode) throws(ScenarioError) -> Event
+    ) throws(ScenarioError) -> Timeline<Event> {
+        var t = Timeline<Event>(events: [], repeatEvery: nil)
         for (k, v) in try object(node, allowed: ["timeline", "repeatEvery"]) {
             if k == "repeatEvery" {
                 let r = try seconds(v)
@@ -491,15 +491,10 @@ struct ScenarioDecoder {
             }
             var last = -1.0
             for e in try array(v) {
-                var at: Double?
-                var value: [UInt8]?
-                for (ek, evn) in try object(e, allowed: ["at", "value"]) {
-                    if ek == "at" { at = try seconds(evn) } else { value = try hex(evn) }
-                }
-                guard let at, let value else { throw fail(e, "an event needs \"at\" and \"value\"") }
-                guard at >= last else { throw fail(e["at"] ?? e, "events must be in time order (\(at) comes after \(last))") }
-                last = at
-                t.events.append(ValueEvent(at: at, value: value))
+                let ev = try event(e)
+                guard ev.at >= last else { throw fail(e["at"] ?? e, "events must be in time order (\(ev.at) comes after \(last))") }
+                last = ev.at
+                t.events.append(ev)
             }
         }
         if let r = t.repeatEvery, let lastEvent = t.events.last, lastEvent.at >= r {
