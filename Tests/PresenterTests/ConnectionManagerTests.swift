@@ -120,13 +120,9 @@ final class RecordingSleeper: Sleeper {
     }
 
     @Test func theSimulatorsFlakyDeviceIsKeptConnected() async throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let scenario = try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/test-faults.json").path)
-        let bus = try PrivateBus.start()
-        defer { bus.stop() }
-        let simulator = BlueZSimulator(scenario: scenario)
-        try await simulator.start(busAddress: bus.address)
-        let client = try await BlueZClient.connect(to: .address(bus.address))
+        let sim = try await Simulated.start("test-faults.json")
+        defer { sim.bus.stop() }
+        let simulator = sim.simulator, client = sim.client
         let session = try await client.discover(adapter: try client.adapter().id)
         let flaky = DeviceID(adapter: hci0, address: try BluetoothAddress("F0:00:00:00:00:01"))
         try await client.mirror.wait(for: "flaky", timeout: .seconds(5)) { $0.devices[flaky] != nil }

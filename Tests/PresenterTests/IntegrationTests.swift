@@ -10,13 +10,9 @@ import Domain
 /// the simulator on a private dbus-daemon.
 @Suite(.timeLimit(.minutes(1))) struct DeviceListIntegrationTests {
     @Test func scanningTheDemoHomeThenBluetoothdLeaving() async throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let scenario = try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/demo-home.json").path)
-        let bus = try PrivateBus.start()
-        defer { bus.stop() }
-        let simulator = BlueZSimulator(scenario: scenario)
-        try await simulator.start(busAddress: bus.address)
-        let client = try await BlueZClient.connect(to: .address(bus.address))
+        let sim = try await Simulated.start("demo-home.json")
+        defer { sim.bus.stop() }
+        let simulator = sim.simulator, client = sim.client
         let repository = BlueZDeviceRepository(client: client)
         let presenter = DeviceListPresenter(repository: repository, navigator: Navigator())
 

@@ -118,13 +118,9 @@ final class FakePairingService: PairingService {
     }
 
     @Test func passkeyPairingAgainstTheSimulator() async throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let scenario = try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/test-faults.json").path)
-        let bus = try PrivateBus.start()
-        defer { bus.stop() }
-        let simulator = BlueZSimulator(scenario: scenario)
-        try await simulator.start(busAddress: bus.address)
-        let client = try await BlueZClient.connect(to: .address(bus.address))
+        let sim = try await Simulated.start("test-faults.json")
+        defer { sim.bus.stop() }
+        let simulator = sim.simulator, client = sim.client
         let session = try await client.discover(adapter: try client.adapter().id)
         try await client.mirror.wait(for: "the lock", timeout: .seconds(5)) { [device] in $0.devices[device] != nil }
         let presenter = P(device: device, service: BlueZPairingService(client: client), navigator: Navigator())

@@ -10,8 +10,6 @@ import DBus
 /// loses nothing that was stored and recording resumes.
 @Suite(.timeLimit(.minutes(1))) struct RecordingIntegrationTests {
     @Test func bluetoothdVanishingLosesNothingAndRecordingResumes() async throws {
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let scenario = try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/demo-home.json").path)
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-rec-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -20,11 +18,10 @@ import DBus
         let store = try ReadingStore(path: dir.appendingPathComponent("readings.sqlite").path, policy: policy)
         let ruuvi = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("CB:B8:33:4C:88:4F"))
 
-        let bus = try PrivateBus.start()
+        let sim = try await Simulated.start("demo-home.json")
+        let bus = sim.bus, scenario = sim.scenario, client = sim.client
         defer { bus.stop() }
-        var simulator = BlueZSimulator(scenario: scenario)
-        try await simulator.start(busAddress: bus.address)
-        let client = try await BlueZClient.connect(to: .address(bus.address))
+        var simulator = sim.simulator
         let repository = BlueZDeviceRepository(client: client)
         let recorder = ReadingRecorder(repository: repository, store: store, watched: { [ruuvi.address] })
         try await repository.setScanning(true)

@@ -2,6 +2,8 @@ import Foundation
 import Synchronization
 import Testing
 import BlueZ
+import BlueZSimulator
+import DBus
 import Domain
 @testable import Presenters
 
@@ -80,4 +82,33 @@ final class TestClock: Sendable {
     private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
     var now: Date { current.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
+}
+
+/// A scenario from fixtures/scenarios.
+func loadScenario(_ name: String, filePath: String = #filePath) throws -> Scenario {
+    let root = URL(fileURLWithPath: filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    return try Scenario.load(path: root.appendingPathComponent("fixtures/scenarios/\(name)").path)
+}
+
+/// A private dbus-daemon with the simulator running `scenario` and our client
+/// connected to it. The caller stops `bus` (in a defer).
+struct Simulated {
+    let scenario: Scenario
+    let bus: PrivateBus
+    let simulator: BlueZSimulator
+    let client: BlueZClient
+
+    static func start(_ scenarioName: String) async throws -> Simulated {
+        let scenario = try loadScenario(scenarioName)
+        let bus = try PrivateBus.start()
+        do {
+            let simulator = BlueZSimulator(scenario: scenario)
+            try await simulator.start(busAddress: bus.address)
+            let client = try await BlueZClient.connect(to: .address(bus.address))
+            return Simulated(scenario: scenario, bus: bus, simulator: simulator, client: client)
+        } catch {
+            bus.stop()
+            throw error
+        }
+    }
 }
