@@ -27,14 +27,43 @@ public struct ReadingPoint: Sendable, Equatable {
     public var at: Date
     public var value: Double
     public var samples: Int
+    public init(at: Date, value: Double, samples: Int = 1) {
+        self.at = at
+        self.value = value
+        self.samples = samples
+    }
+}
+
+/// One series of a device's history (a reading kind, and its label when a
+/// device has several, e.g. two probes), oldest first.
+public struct ReadingSeries: Sendable, Equatable {
+    public var kind: ReadingKind
+    public var label: String
+    public var points: [ReadingPoint]
+    public init(kind: ReadingKind, label: String, points: [ReadingPoint]) {
+        self.kind = kind
+        self.label = label
+        self.points = points
+    }
+}
+
+/// Reading history, as presenters see it: queries plus a revision per device
+/// that grows with every write, so a screen reloads exactly when its
+/// device's history changed.
+public protocol ReadingHistory: Sendable {
+    /// The current revisions first, then every change.
+    func revisions() -> AsyncStream<[DeviceID: UInt64]>
+    /// Every series of `device` since `since`, sorted by kind and label.
+    func series(of device: DeviceID, since: Date) throws(DomainError) -> [ReadingSeries]
 }
 
 /// Readings and the devices we remember, in a SQLite file (GRDB, WAL mode:
 /// a crash mid-write leaves the last committed state).
-public final class ReadingStore: Sendable {
+public final class ReadingStore: ReadingHistory {
     private let pool: DatabasePool
     public let policy: RetentionPolicy
     private let lastWrite = Mutex<[String: Date]>([:])
+    private let revision = StateStore<[DeviceID: UInt64]>([:], bufferLimit: 16)
 
     /// Opens (creating and migrating as needed) the database at `path`.
     public init(path: String, policy: RetentionPolicy = RetentionPolicy()) throws(DomainError) {
@@ -109,7 +138,36 @@ public final class ReadingStore: Sendable {
         } catch {
             throw DomainError("cannot store readings of \(record.id.address): \(error)")
         }
+        if !due.isEmpty { revision.update { $0[record.id, default: 0] += 1 } }
         return due.count
+    }
+
+    public func revisions() -> AsyncStream<[DeviceID: UInt64]> { revision.states() }
+
+    public func series(of device: DeviceID, since: Date) throws(DomainError) -> [ReadingSeries] {
+        do {
+            let rows = try pool.read { db in
+                try Row.fetchAll(db, sql: """
+                    SELECT kind, label, at, value, samples FROM reading
+                    WHERE device = ? AND at >= ? ORDER BY kind, label, at
+                    """, arguments: [device.path.rawValue, since.timeIntervalSince1970])
+            }
+            var out: [ReadingSeries] = []
+            for row in rows {
+                let kindText: String = row["kind"]
+                guard let kind = ReadingKind(rawValue: kindText) else { continue }   // written by a newer version
+                let label: String = row["label"]
+                let point = ReadingPoint(at: Date(timeIntervalSince1970: row["at"]), value: row["value"], samples: row["samples"])
+                if let last = out.last, last.kind == kind, last.label == label {
+                    out[out.count - 1].points.append(point)
+                } else {
+                    out.append(ReadingSeries(kind: kind, label: label, points: [point]))
+                }
+            }
+            return out
+        } catch {
+            throw DomainError("cannot read the history of \(device.address): \(error)")
+        }
     }
 
     /// The history of one series, oldest first, at every resolution stored.

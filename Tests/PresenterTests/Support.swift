@@ -51,6 +51,18 @@ final class StateRecorder<State: Sendable & Equatable>: Sendable {
         #expect(got.map(check) == true, "got \(String(describing: got))", sourceLocation: sourceLocation)
     }
 
+    /// For the start of a presenter with several sources whose first values
+    /// arrive in any order: consumes states until `expected`, failing if it
+    /// takes more than `atMost` states or never comes.
+    func expectSettled(at expected: State, atMost: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+        var seen: [State] = []
+        while seen.count < atMost, let s = await next() {
+            seen.append(s)
+            if s == expected { return }
+        }
+        Issue.record("did not reach \(expected) within \(atMost) states: \(seen)", sourceLocation: sourceLocation)
+    }
+
     func expectNoMoreStates(for seconds: Double = 0.15, sourceLocation: SourceLocation = #_sourceLocation) async {
         try? await Task.sleep(for: .seconds(seconds))
         let extra = cursor.withLock { c in received.states.withLock { Array($0.dropFirst(c)) } }

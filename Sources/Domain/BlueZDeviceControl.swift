@@ -1,0 +1,206 @@
+import BLEParsing
+import BlueZ
+import Foundation
+import Synchronization
+
+/// Device details and operations over a live BlueZ mirror. One task follows
+/// the mirror for every subscriber: it keeps a bounded RSSI history per
+/// device and republishes a device's details when something under its
+/// object path (or bluetoothd's availability) changes.
+public final class BlueZDeviceControl: DeviceControl {
+    private let client: BlueZClient
+    private let now: @Sendable () -> Date
+    private let rssiLimit: Int
+
+    private struct Subscriber {
+        let device: DeviceID
+        let continuation: AsyncStream<DeviceDetailSnapshot>.Continuation
+        var last: DeviceDetailSnapshot?
+    }
+    private struct State {
+        var rssi: [DeviceID: [RSSISample]] = [:]
+        var lastSeen: [DeviceID: Date] = [:]
+        var subscribers: [UInt64: Subscriber] = [:]
+        var next: UInt64 = 0
+    }
+    private let state = Mutex(State())
+    private let gone = Mutex<[UInt64]>([])
+    private let follower = Mutex<Task<Void, Never>?>(nil)
+
+    /// `rssiHistory`: how many RSSI samples are kept per device.
+    public init(client: BlueZClient, rssiHistory: Int = 120, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.client = client
+        self.now = now
+        self.rssiLimit = max(1, rssiHistory)
+        let events = client.mirror.events()
+        let task = Task { [weak self] in
+            for await event in events {
+                guard let self else { return }
+                self.apply(event)
+            }
+        }
+        follower.withLock { $0 = task }
+    }
+
+    deinit {
+        follower.withLock { $0?.cancel() }
+        state.withLock { s in for (_, sub) in s.subscribers { sub.continuation.finish() } }
+    }
+
+    public func details(of id: DeviceID) -> AsyncStream<DeviceDetailSnapshot> {
+        let (stream, continuation) = AsyncStream<DeviceDetailSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let key = state.withLock { s -> UInt64 in
+            s.next += 1
+            let first = snapshot(of: id, s)
+            continuation.yield(first)
+            s.subscribers[s.next] = Subscriber(device: id, continuation: continuation, last: first)
+            return s.next
+        }
+        continuation.onTermination = { [weak self] _ in self?.gone.withLock { $0.append(key) } }
+        return stream
+    }
+
+    private func apply(_ event: BlueZEvent) {
+        let time = now()
+        var concerned: DeviceID?
+        var everyone = false
+        switch event {
+        case .availability, .resynchronized:
+            everyone = true
+        case let .interfacesAdded(path, _), let .interfacesRemoved(path, _):
+            concerned = DeviceID(path: path) ?? GATTAttributeID(path: path)?.device
+            if concerned == nil { everyone = true }   // an adapter came or went
+        case let .propertiesChanged(path, interface, changed, _):
+            if interface == BlueZInterface.adapter { everyone = true; break }
+            concerned = DeviceID(path: path) ?? GATTAttributeID(path: path)?.device
+            if let id = concerned, interface == BlueZInterface.device {
+                if changed["RSSI"] != nil, let rssi = client.mirror.snapshot().devices[id]?.rssi {
+                    state.withLock { s in
+                        var h = s.rssi[id, default: []]
+                        h.append(RSSISample(at: time, value: rssi))
+                        if h.count > rssiLimit { h.removeFirst(h.count - rssiLimit) }
+                        s.rssi[id] = h
+                    }
+                }
+                if changed["RSSI"] != nil || changed["ManufacturerData"] != nil || changed["ServiceData"] != nil {
+                    state.withLock { $0.lastSeen[id] = time }
+                }
+            }
+        }
+        state.withLock { s in
+            for key in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { s.subscribers[key] = nil }
+            if case let .interfacesRemoved(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
+                s.rssi[id] = nil
+                s.lastSeen[id] = nil
+            }
+            for key in s.subscribers.keys {
+                guard let sub = s.subscribers[key], everyone || sub.device == concerned else { continue }
+                let fresh = snapshot(of: sub.device, s)
+                guard fresh != sub.last else { continue }
+                s.subscribers[key]?.last = fresh
+                sub.continuation.yield(fresh)
+            }
+        }
+    }
+
+    private func snapshot(of id: DeviceID, _ s: State) -> DeviceDetailSnapshot {
+        let snap = client.mirror.snapshot()
+        let availability: Availability
+        if !snap.available {
+            availability = .bluetoothdGone
+        } else if let adapter = snap.adapters[id.adapter] {
+            availability = adapter.powered == false ? .adapterOff(adapter.id) : .available
+        } else {
+            availability = .noAdapter
+        }
+        guard let d = snap.devices[id] else {
+            return DeviceDetailSnapshot(availability: availability)
+        }
+        var details = DeviceDetails(id: id)
+        details.name = d.alias ?? d.name
+        details.advertisedName = d.name
+        details.addressType = d.addressType
+        details.icon = d.icon
+        details.appearance = d.appearance
+        details.rssi = d.rssi
+        details.txPower = d.txPower
+        details.paired = d.paired
+        details.bonded = d.bonded
+        details.trusted = d.trusted
+        details.blocked = d.blocked
+        details.connected = d.connected
+        details.servicesResolved = d.servicesResolved
+        details.battery = snap.batteries[id]
+        details.uuids = d.uuids
+        let models = AdvertisementReadings.decode(d)
+        details.format = models.first?.formatName
+        details.readings = models.flatMap(\.readings)
+        details.lastSeen = s.lastSeen[id]
+        let services = snap.gattTree(of: id).map { entry in
+            GATTServiceNode(
+                id: entry.service.id, uuid: entry.service.uuid, name: AttributeDecoding.name(of: entry.service.uuid),
+                primary: entry.service.primary,
+                characteristics: entry.characteristics.map { c, descriptors in
+                    let format = descriptors.first { BlueZSnapshot.normalizeUUID($0.uuid) == BlueZSnapshot.normalizeUUID("2904") }?.value
+                    return GATTCharacteristicNode(
+                        id: c.id, uuid: c.uuid, name: AttributeDecoding.name(of: c.uuid), flags: c.flags.sorted(),
+                        canRead: c.canRead, canWrite: c.canWrite, canWriteWithoutResponse: c.canWriteWithoutResponse,
+                        canNotify: c.canNotify, notifying: c.notifying, value: c.value,
+                        decoded: AttributeDecoding.decode(uuid: c.uuid, value: c.value, presentationFormat: format),
+                        descriptors: descriptors.map { d in
+                            GATTDescriptorNode(id: d.id, uuid: d.uuid, name: AttributeDecoding.name(of: d.uuid), value: d.value,
+                                               decoded: AttributeDecoding.decode(uuid: d.uuid, value: d.value, descriptor: true))
+                        })
+                })
+        }
+        return DeviceDetailSnapshot(availability: availability, device: details, services: services, rssiHistory: s.rssi[id] ?? [])
+    }
+
+    // MARK: Operations
+
+    private func run<T>(_ what: String, _ id: DeviceID, _ body: () async throws(BlueZError) -> T) async throws(DomainError) -> T {
+        do {
+            return try await body()
+        } catch {
+            throw DomainError("\(what) \(id.address) failed: \(error.description)")
+        }
+    }
+
+    public func connect(_ id: DeviceID) async throws(DomainError) {
+        try await run("connecting to", id) { () async throws(BlueZError) in
+            try await client.connect(id)
+            try await client.waitForServicesResolved(id)
+        }
+    }
+
+    public func disconnect(_ id: DeviceID) async throws(DomainError) {
+        try await run("disconnecting from", id) { () async throws(BlueZError) in try await client.disconnect(id) }
+    }
+
+    public func setTrusted(_ on: Bool, _ id: DeviceID) async throws(DomainError) {
+        try await run(on ? "trusting" : "untrusting", id) { () async throws(BlueZError) in try await client.setTrusted(on, device: id) }
+    }
+
+    public func forget(_ id: DeviceID) async throws(DomainError) {
+        try await run("removing", id) { () async throws(BlueZError) in try await client.removeDevice(id) }
+    }
+
+    public func read(_ characteristic: GATTAttributeID) async throws(DomainError) -> [UInt8] {
+        try await run("reading \(characteristic.path.rawValue.split(separator: "/").last ?? "") of", characteristic.device) { () async throws(BlueZError) in
+            try await client.readValue(characteristic)
+        }
+    }
+
+    public func write(_ characteristic: GATTAttributeID, _ value: [UInt8], withoutResponse: Bool) async throws(DomainError) {
+        try await run("writing \(characteristic.path.rawValue.split(separator: "/").last ?? "") of", characteristic.device) { () async throws(BlueZError) in
+            try await client.writeValue(characteristic, value, type: withoutResponse ? .command : .request)
+        }
+    }
+
+    public func setNotifying(_ on: Bool, _ characteristic: GATTAttributeID) async throws(DomainError) {
+        try await run("\(on ? "starting" : "stopping") notifications of \(characteristic.path.rawValue.split(separator: "/").last ?? "") on",
+                      characteristic.device) { () async throws(BlueZError) in
+            if on { try await client.startNotify(characteristic) } else { try await client.stopNotify(characteristic) }
+        }
+    }
+}
