@@ -164,7 +164,7 @@ public enum AttributeDecoding {
             var dict: [String: String] = [:]
             var order: [String] = []
             for (k, v) in g.fields {
-                dict[k] = v.description
+                if case let .string(text) = v { dict[k] = text } else { dict[k] = v.description }
                 order.append(k)
             }
             return .fields(dict, order: order)

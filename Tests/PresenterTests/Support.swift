@@ -124,3 +124,23 @@ struct Simulated {
         }
     }
 }
+
+/// Waits until `presenter` emits a state satisfying `condition` (true), or
+/// `seconds` pass (false). For integration tests, where bluetoothd's timing
+/// decides how many intermediate states there are.
+func waitFor<P: Presenter>(_ presenter: P, within seconds: Double = 10, _ condition: @escaping @Sendable (P.State) -> Bool) async -> Bool {
+    let states = presenter.states()
+    return await withTaskGroup(of: Bool.self) { group in
+        group.addTask {
+            for await s in states where condition(s) { return true }
+            return false
+        }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(seconds))
+            return false
+        }
+        let first = await group.next() ?? false
+        group.cancelAll()
+        return first
+    }
+}

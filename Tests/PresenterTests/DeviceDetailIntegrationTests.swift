@@ -1,0 +1,99 @@
+import Foundation
+import Synchronization
+import Testing
+import BLEParsing
+import BlueZ
+import BlueZSimulator
+import DBus
+import Domain
+@testable import Presenters
+
+/// The device detail presenter over the real BlueZ device control, the
+/// simulator's heart-rate strap on a private dbus-daemon, and a real SQLite
+/// reading history.
+@Suite(.timeLimit(.minutes(1))) struct DeviceDetailIntegrationTests {
+    @Test func connectReadNotifyWriteDisconnectAndForgetTheHeartStrap() async throws {
+        let sim = try await Simulated.start("test-basic.json")
+        defer { sim.bus.stop() }
+        let client = sim.client
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("detail-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let history = try ReadingStore(path: dir.appendingPathComponent("readings.sqlite").path)
+
+        let session = try await client.discover(adapter: try client.adapter().id)
+        let strap = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("A4:C1:38:00:00:02"))
+        try await client.mirror.wait(for: "heart strap", timeout: .seconds(5)) { $0.devices[strap] != nil }
+
+        let navigator = Navigator()
+        navigator.push(.deviceDetail(strap))
+        let presenter = DeviceDetailPresenter(device: strap, control: BlueZDeviceControl(client: client), history: history,
+                                              watchList: nil, navigator: navigator)
+        // Every heart-rate value the screen showed.
+        let seen = Mutex<Set<Double>>([])
+        let states = presenter.states()
+        let watcher = Task {
+            for await s in states {
+                for c in s.services.value?.flatMap(\.characteristics) ?? [] where c.uuid.hasPrefix("00002a37") {
+                    if case let .readings(r)? = c.decoded, let bpm = r.first?.value.number { seen.withLock { _ = $0.insert(bpm) } }
+                }
+            }
+        }
+        defer { watcher.cancel() }
+
+        // Battery1 appears once connected, as bluetoothd's battery plugin does.
+        #expect(await waitFor(presenter) { s in
+            s.device.value?.name == "Heart Strap" && s.device.value?.battery == nil && s.services == .unavailable("connect to discover services")
+        }, "\(presenter.state)")
+
+        presenter.send(.connectRequested)
+        #expect(await waitFor(presenter) { s in
+            s.command == .idle && s.device.value?.connected == true && s.device.value?.battery == 87 && (s.services.value?.first?.characteristics.count ?? 0) == 4
+        }, "\(presenter.state)")
+        let chars = presenter.state.services.value?.first?.characteristics ?? []
+        let hr = try #require(chars.first { $0.uuid.hasPrefix("00002a37") })
+        let location = try #require(chars.first { $0.uuid.hasPrefix("00002a38") })
+        let control = try #require(chars.first { $0.uuid.hasPrefix("00002a39") })
+        #expect(presenter.state.services.value?.first?.name == "Heart Rate")
+        #expect(hr.canNotify && !hr.canRead && location.canRead && control.canWrite)
+
+        presenter.send(.readRequested(location.id))
+        #expect(await waitFor(presenter) { s in
+            s.operations[location.id] == nil
+                && s.services.value?.first?.characteristics.first { $0.id == location.id }?.decoded == .fields(["location": "chest"], order: ["location"])
+        }, "\(presenter.state)")
+
+        presenter.send(.notifyToggled(hr.id))
+        #expect(await waitFor(presenter) { s in
+            s.operations[hr.id] == nil && s.services.value?.first?.characteristics.first { $0.id == hr.id }?.notifying == true
+        }, "\(presenter.state)")
+        // The strap's timeline notifies 72 then 74 bpm.
+        #expect(await eventually(5) { seen.withLock { $0.isSuperset(of: [72, 74]) } }, "\(seen.withLock { $0 })")
+
+        // Writing 01 to the control point makes the strap notify 80 bpm.
+        presenter.send(.writeRequested(control.id, hex: "01", withoutResponse: false))
+        #expect(await eventually(5) { seen.withLock { $0.contains(80) } }, "\(seen.withLock { $0 })")
+        #expect(presenter.state.operations[control.id] == nil)
+
+        // A write the device refuses says why.
+        presenter.send(.writeRequested(location.id, hex: "02", withoutResponse: false))
+        #expect(presenter.state.operations[location.id] == nil)
+        #expect(await waitFor(presenter) { s in
+            if case .failed("this characteristic cannot be written")? = s.operations[location.id] { return true }
+            return false
+        })
+
+        presenter.send(.disconnectRequested)
+        #expect(await waitFor(presenter) { $0.command == .idle && $0.device.value?.connected == false }, "\(presenter.state)")
+
+        presenter.send(.forgetRequested)
+        presenter.send(.forgetConfirmed)
+        #expect(await waitFor(presenter) { s in
+            if case .failed = s.device { return s.command == .idle }
+            return false
+        }, "\(presenter.state)")
+        #expect(navigator.stack == [.deviceList])
+        await session.stop()
+        await sim.simulator.stop()
+    }
+}
