@@ -20,17 +20,17 @@ import Domain
 
     typealias P = DeviceListPresenter
 
-    func row(_ d: DeviceRecord, stale: Bool = false) -> P.Row {
+    func row(_ d: DeviceRecord, stale: Bool = false, watch: ConnectionStatus? = nil) -> P.Row {
         P.Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format,
               readings: d.readings.map { "\($0.kind.rawValue) \($0.value)\($0.unit.map { " " + $0 } ?? "")" },
-              paired: d.paired, connected: d.connected, stale: stale)
+              paired: d.paired, connected: d.connected, stale: stale, watch: watch)
     }
 
     @Test func everyStateInOrderForListingFilteringSortingAndSelecting() async throws {
         let clock = TestClock()
         let repo = FakeDeviceRepository()
         let navigator = Navigator()
-        let presenter = P(repository: repo, navigator: navigator, staleAfter: 120, now: { clock.now })
+        let presenter = P(repository: repo, navigator: navigator, sleeper: ManualSleeper(), now: { clock.now })
         let states = StateRecorder(presenter.states())
 
         var expected = P.State()
@@ -41,6 +41,7 @@ import Domain
         let devices = try home(clock)
         repo.emit(DeviceListSnapshot(availability: .available, devices: devices))
         expected.devices = .loaded([row(devices[1]), row(devices[0]), row(devices[2], stale: true)])   // by RSSI
+        expected.formats = ["ibeacon", "ruuvi"]
         await states.expectNext(expected)
 
         presenter.send(.filterTextChanged("RUU"))
@@ -78,6 +79,7 @@ import Domain
         // The adapter goes off: the list says so instead of showing stale rows.
         repo.emit(DeviceListSnapshot(availability: .adapterOff(hci0), devices: devices))
         expected.devices = .unavailable("adapter hci0 is powered off")
+        expected.formats = []
         await states.expectNext(expected)
         await states.expectNoMoreStates()
     }
@@ -132,12 +134,93 @@ import Domain
     @Test func rowsArePureAndMarkStaleDevices() throws {
         let clock = TestClock()
         let devices = try home(clock)
-        let rows = P.rows(devices, filter: P.Filter(), sort: .lastSeen, now: clock.now, staleAfter: 120)
+        let rows = P.rows(devices, filter: P.Filter(), sort: .lastSeen, now: clock.now)
         #expect(rows.map(\.stale) == [false, false, true])
         #expect(rows.last?.title == "D0:3A:1B:2C:3D:4E")
         clock.advance(200)
-        let later = P.rows(devices, filter: P.Filter(), sort: .rssi, now: clock.now, staleAfter: 120)
+        let later = P.rows(devices, filter: P.Filter(), sort: .rssi, now: clock.now)
         #expect(later.allSatisfy { $0.stale })
-        #expect(P.rows(devices, filter: P.Filter(text: "ibeacon"), sort: .rssi, now: clock.now, staleAfter: 120).map(\.format) == ["ibeacon"])
+        #expect(P.rows(devices, filter: P.Filter(text: "ibeacon"), sort: .rssi, now: clock.now).map(\.format) == ["ibeacon"])
+        // Past removeAfter a device leaves the list unless it is paired, connected or watched.
+        clock.advance(700)   // the iBeacon was last heard 1 200 s ago, the others exactly 900 s
+        #expect(P.rows(devices, filter: P.Filter(), sort: .rssi, now: clock.now).map(\.title) == ["Polar H10", "Ruuvi 884F"])
+        var paired = devices
+        paired[2].paired = true
+        #expect(P.rows(paired, filter: P.Filter(), sort: .rssi, now: clock.now).count == 3)
+        let watched = P.rows(devices, filter: P.Filter(), sort: .rssi, now: clock.now, watches: [devices[2].id.address: .connecting(attempt: 2)])
+        #expect(watched.last?.watch == .connecting(attempt: 2))
+        #expect(P.rows(devices, filter: P.Filter(), sort: .rssi, now: clock.now, expiry: P.Expiry(staleAfter: 60, removeAfter: nil)).count == 3)
+    }
+
+    @Test func staleMarkingAndExpiryFollowTheClockWithoutNewSnapshots() async throws {
+        let clock = TestClock()
+        let sleeper = ManualSleeper()
+        let repo = FakeDeviceRepository()
+        let presenter = P(repository: repo, navigator: Navigator(), expiry: P.Expiry(staleAfter: 120, removeAfter: 900),
+                          sleeper: sleeper, now: { clock.now })
+        let states = StateRecorder(presenter.states())
+        var expected = P.State()
+        await states.expectNext(expected)
+        expected.devices = .unavailable("bluetoothd is not running")
+        await states.expectNext(expected)
+
+        let devices = try home(clock)
+        repo.emit(DeviceListSnapshot(availability: .available, devices: devices))
+        expected.devices = .loaded([row(devices[1]), row(devices[0]), row(devices[2], stale: true)])
+        expected.formats = ["ibeacon", "ruuvi"]
+        await states.expectNext(expected)
+        // The next transition: the two fresh devices turn stale 120 s from now.
+        #expect(await eventually { sleeper.waiting == [.milliseconds(120_001)] }, "\(sleeper.waiting)")
+
+        clock.advance(121)
+        sleeper.fireAll()
+        expected.devices = .loaded([row(devices[1], stale: true), row(devices[0], stale: true), row(devices[2], stale: true)])
+        await states.expectNext(expected)
+        // Then the iBeacon (heard 421 s ago) expires at 900 s.
+        #expect(await eventually { sleeper.waiting == [.milliseconds(479_001)] }, "\(sleeper.waiting)")
+        clock.advance(480)
+        sleeper.fireAll()
+        expected.devices = .loaded([row(devices[1], stale: true), row(devices[0], stale: true)])
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+    }
+
+    @Test func formatAndWatchedFiltersAndConnectionStatusInRows() async throws {
+        let clock = TestClock()
+        let repo = FakeDeviceRepository()
+        let watches = FakeWatchList()
+        let navigator = Navigator()
+        let presenter = P(repository: repo, navigator: navigator, watchList: watches, sleeper: ManualSleeper(), now: { clock.now })
+        let devices = try home(clock)
+        repo.emit(DeviceListSnapshot(availability: .available, devices: devices))
+        let states = StateRecorder(presenter.states())
+        var expected = P.State()
+        expected.devices = .loaded([row(devices[1]), row(devices[0]), row(devices[2], stale: true)])
+        expected.formats = ["ibeacon", "ruuvi"]
+        await states.expectSettled(at: expected, atMost: 3)
+
+        presenter.send(.formatFilterChanged("ruuvi"))
+        expected.filter.format = "ruuvi"
+        expected.devices = .loaded([row(devices[0])])
+        await states.expectNext(expected)
+        presenter.send(.formatFilterChanged(nil))
+        expected.filter.format = nil
+        expected.devices = .loaded([row(devices[1]), row(devices[0]), row(devices[2], stale: true)])
+        await states.expectNext(expected)
+
+        presenter.send(.watchedOnlyToggled)
+        expected.filter.watchedOnly = true
+        expected.devices = .loaded([])
+        await states.expectNext(expected)
+        watches.store.update { $0[devices[1].id.address] = .retrying(attempt: 1, delay: .seconds(1), reason: "le-connection-abort-by-local") }
+        expected.devices = .loaded([row(devices[1], watch: .retrying(attempt: 1, delay: .seconds(1), reason: "le-connection-abort-by-local"))])
+        await states.expectNext(expected)
+        watches.store.update { $0[devices[1].id.address] = .connected }
+        expected.devices = .loaded([row(devices[1], watch: .connected)])
+        await states.expectNext(expected)
+
+        presenter.send(.eventLogRequested)
+        #expect(await eventually { navigator.stack == [.deviceList, .eventLog] })
+        await states.expectNoMoreStates()
     }
 }

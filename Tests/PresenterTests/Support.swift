@@ -144,3 +144,49 @@ func waitFor<P: Presenter>(_ presenter: P, within seconds: Double = 10, _ condit
         return first
     }
 }
+
+/// A sleeper the test wakes by hand: every sleep waits until `fireAll()`
+/// (or its task is cancelled), and the durations asked for are kept.
+final class ManualSleeper: Sleeper {
+    private struct Inner {
+        var next: UInt64 = 0
+        var pending: [UInt64: (Duration, CheckedContinuation<Void, any Error>)] = [:]
+        var cancelledEarly: Set<UInt64> = []
+    }
+    private let inner = Mutex(Inner())
+
+    func sleep(for duration: Duration) async throws {
+        let id = inner.withLock { i -> UInt64 in
+            i.next += 1
+            return i.next
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+                let cancelled = inner.withLock { i -> Bool in
+                    if i.cancelledEarly.remove(id) != nil { return true }
+                    i.pending[id] = (duration, c)
+                    return false
+                }
+                if cancelled { c.resume(throwing: CancellationError()) }
+            }
+        } onCancel: {
+            let c = inner.withLock { i -> CheckedContinuation<Void, any Error>? in
+                if let p = i.pending.removeValue(forKey: id) { return p.1 }
+                i.cancelledEarly.insert(id)
+                return nil
+            }
+            c?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// The durations of the sleeps now waiting, oldest first.
+    var waiting: [Duration] { inner.withLock { i in i.pending.sorted { $0.key < $1.key }.map(\.value.0) } }
+
+    func fireAll() {
+        let all = inner.withLock { i -> [CheckedContinuation<Void, any Error>] in
+            defer { i.pending.removeAll() }
+            return i.pending.values.map(\.1)
+        }
+        for c in all { c.resume() }
+    }
+}
