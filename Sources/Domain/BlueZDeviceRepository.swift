@@ -37,8 +37,14 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
     private let follower = Mutex<Task<Void, Never>?>(nil)
 
-    public init(client: BlueZClient, adapter: String? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+    private let memory: [DeviceID: RememberedDevice]
+
+    /// `remembered`: what the database knows (ReadingStore.rememberedDevices),
+    /// shown for a device bluetoothd knows until it is heard again.
+    public init(client: BlueZClient, adapter: String? = nil, remembered: [RememberedDevice] = [],
+                now: @escaping @Sendable () -> Date = { Date() }) {
         self.client = client
+        self.memory = Dictionary(remembered.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         self.adapterName = adapter
         self.now = now
         let events = client.mirror.events()
@@ -118,9 +124,23 @@ public final class BlueZDeviceRepository: DeviceRepository {
             }
         }
         let records = zip(devices, models).map { d, decoded in
-            DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
-                         trusted: d.trusted, format: decoded.first?.formatName,
-                         readings: decoded.flatMap(\.readings), lastSeen: lastSeen[d.id])
+            var r = DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
+                                 trusted: d.trusted, format: decoded.first?.formatName,
+                                 readings: decoded.flatMap(\.readings), lastSeen: lastSeen[d.id])
+            if let m = memory[d.id] {
+                r.firstSeen = m.firstSeen
+                if r.lastSeen == nil {
+                    // Not heard this session: what we remember, marked as such.
+                    r.lastSeen = m.lastSeen
+                    r.name = r.name ?? m.name
+                    if r.readings.isEmpty {
+                        r.format = r.format ?? m.format
+                        r.readings = m.latest
+                        r.remembered = true
+                    }
+                }
+            }
+            return r
         }
         store.update { $0 = DeviceListSnapshot(availability: availability, scanning: adapter?.discovering == true, devices: records) }
     }

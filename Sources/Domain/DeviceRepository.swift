@@ -37,9 +37,17 @@ public struct DeviceRecord: Sendable, Equatable, Identifiable {
     public var format: String?
     public var readings: [Reading]
     public var lastSeen: Date?
+    /// When the database first saw the device (nil: not remembered).
+    public var firstSeen: Date?
+    /// Format, readings and last seen come from the database: not heard
+    /// since this process started (nothing new to record).
+    public var remembered: Bool
 
     public init(id: DeviceID, name: String? = nil, rssi: Int16? = nil, paired: Bool = false, connected: Bool = false,
-                trusted: Bool = false, format: String? = nil, readings: [Reading] = [], lastSeen: Date? = nil) {
+                trusted: Bool = false, format: String? = nil, readings: [Reading] = [], lastSeen: Date? = nil,
+                firstSeen: Date? = nil, remembered: Bool = false) {
+        self.firstSeen = firstSeen
+        self.remembered = remembered
         self.id = id
         self.name = name
         self.rssi = rssi

@@ -20,7 +20,7 @@ public final class ReadingRecorder: Sendable {
             var previous: [DeviceID: [Reading]] = [:]
             for await snapshot in snapshots {
                 let wanted = watched()
-                for device in snapshot.devices where !device.readings.isEmpty {
+                for device in snapshot.devices where !device.readings.isEmpty && !device.remembered {
                     if let wanted, !wanted.contains(device.id.address) { continue }
                     guard previous[device.id] != device.readings else { continue }
                     previous[device.id] = device.readings

@@ -102,6 +102,10 @@ public final class ReadingStore: ReadingHistory {
                 ) WITHOUT ROWID;
                 """)
         }
+        m.registerMigration("v2: latest readings per device") { db in
+            // JSON (see StoredReading): shown for a remembered device before it is heard again.
+            try db.execute(sql: "ALTER TABLE device ADD COLUMN latest TEXT")
+        }
         return m
     }
 
@@ -125,11 +129,12 @@ public final class ReadingStore: ReadingHistory {
         do {
             try pool.write { db in
                 try db.execute(sql: """
-                    INSERT INTO device (id, address, name, format, firstSeen, lastSeen) VALUES (?, ?, ?, ?, ?, ?)
+                    INSERT INTO device (id, address, name, format, firstSeen, lastSeen, latest) VALUES (?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET name = coalesce(excluded.name, name),
-                      format = coalesce(excluded.format, format), lastSeen = excluded.lastSeen
+                      format = coalesce(excluded.format, format), lastSeen = excluded.lastSeen,
+                      latest = coalesce(excluded.latest, latest)
                     """, arguments: [device, record.id.address.description, record.name, record.format,
-                                     time.timeIntervalSince1970, time.timeIntervalSince1970])
+                                     time.timeIntervalSince1970, time.timeIntervalSince1970, StoredReading.encode(record.readings)])
                 for (kind, label, value) in due {
                     try db.execute(sql: "INSERT OR REPLACE INTO reading (device, kind, label, at, value) VALUES (?, ?, ?, ?, ?)",
                                    arguments: [device, kind, label, time.timeIntervalSince1970, value])
@@ -185,13 +190,22 @@ public final class ReadingStore: ReadingHistory {
         }
     }
 
-    /// Devices we remember: address, name, format, first and last seen.
-    public func rememberedDevices() throws(DomainError) -> [(id: String, name: String?, format: String?, firstSeen: Date, lastSeen: Date)] {
+    /// Devices we remember: name, format, first and last seen, latest readings
+    /// (rows whose id is not a device path are skipped).
+    public func rememberedDevices() throws(DomainError) -> [RememberedDevice] {
         do {
             return try pool.read { db in
-                try Row.fetchAll(db, sql: "SELECT id, name, format, firstSeen, lastSeen FROM device ORDER BY id").map {
-                    (id: $0["id"], name: $0["name"], format: $0["format"],
-                     firstSeen: Date(timeIntervalSince1970: $0["firstSeen"]), lastSeen: Date(timeIntervalSince1970: $0["lastSeen"]))
+                try Row.fetchAll(db, sql: "SELECT id, address, name, format, firstSeen, lastSeen, latest FROM device ORDER BY id").compactMap { row in
+                    let path: String = row["id"], addressText: String = row["address"]
+                    let parts = path.split(separator: "/")   // org, bluez, hciN, dev_…
+                    guard parts.count == 4, let adapter = try? AdapterID(name: String(parts[2])),
+                          let address = try? BluetoothAddress(addressText) else { return nil }
+                    let id = DeviceID(adapter: adapter, address: address)
+                    guard id.path.rawValue == path else { return nil }
+                    return RememberedDevice(id: id, name: row["name"], format: row["format"],
+                                            firstSeen: Date(timeIntervalSince1970: row["firstSeen"]),
+                                            lastSeen: Date(timeIntervalSince1970: row["lastSeen"]),
+                                            latest: StoredReading.decode(row["latest"]))
                 }
             }
         } catch {
@@ -235,5 +249,51 @@ public final class ReadingStore: ReadingHistory {
               samples = samples + excluded.samples
             """, arguments: [to, bucket, bucket, from, limit])
         try db.execute(sql: "DELETE FROM reading WHERE resolution = ? AND at < ?", arguments: [from, limit])
+    }
+}
+
+/// A device as the database remembers it.
+public struct RememberedDevice: Sendable, Equatable {
+    public var id: DeviceID
+    public var name: String?
+    public var format: String?
+    public var firstSeen: Date
+    public var lastSeen: Date
+    public var latest: [Reading]
+}
+
+/// A reading as stored in `device.latest` (JSON).
+struct StoredReading: Codable {
+    var kind: String
+    var label: String?
+    var unit: String?
+    var number: Double?
+    var bool: Bool?
+    var text: String?
+
+    static func encode(_ readings: [Reading]) -> String? {
+        guard !readings.isEmpty else { return nil }
+        let stored = readings.map { r -> StoredReading in
+            var s = StoredReading(kind: r.kind.rawValue, label: r.label, unit: r.unit)
+            switch r.value {
+            case let .number(v): s.number = v.isFinite ? v : nil
+            case let .bool(v): s.bool = v
+            case let .text(v): s.text = v
+            }
+            return s
+        }
+        guard let data = try? JSONEncoder().encode(stored) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// Unreadable JSON or unknown kinds (from a newer version) are skipped, never fatal.
+    static func decode(_ text: String?) -> [Reading] {
+        guard let text, let stored = try? JSONDecoder().decode([StoredReading].self, from: Data(text.utf8)) else { return [] }
+        return stored.compactMap { s in
+            guard let kind = ReadingKind(rawValue: s.kind) else { return nil }
+            let value: ReadingValue
+            if let n = s.number { value = .number(n) } else if let b = s.bool { value = .bool(b) } else if let t = s.text { value = .text(t) } else { return nil }
+            return Reading(kind: kind, value: value, unit: s.unit, label: s.label)
+        }
     }
 }

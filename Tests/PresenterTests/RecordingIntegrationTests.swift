@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import BLEParsing
 import BlueZ
 import BlueZSimulator
 import DBus
@@ -52,5 +53,41 @@ import DBus
         #expect(recorder.lastFailure == nil)
         try await repository.setScanning(false)
         await simulator.stop()
+    }
+
+    @Test func aRememberedDeviceShowsItsLastReadingsUntilHeardAgainAndIsNotReRecorded() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-mem-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("readings.sqlite").path
+        let keyboard = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("B0:00:00:00:00:01"))
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let latest = [Reading(.battery, 80, unit: "%"), Reading(.temperature, true, label: "flag")]
+        do {
+            // A previous run stored the keyboard's readings.
+            let earlier = try ReadingStore(path: path)
+            try earlier.record(DeviceRecord(id: keyboard, name: "Paired Keyboard", format: "bthome", readings: latest), at: t0)
+        }
+        let store = try ReadingStore(path: path)
+        let remembered = try store.rememberedDevices()
+        #expect(remembered == [RememberedDevice(id: keyboard, name: "Paired Keyboard", format: "bthome", firstSeen: t0, lastSeen: t0, latest: latest)])
+
+        // bluetoothd knows the paired keyboard from the start; it does not advertise.
+        let sim = try await Simulated.start("test-outage.json")
+        defer { sim.bus.stop() }
+        let repository = BlueZDeviceRepository(client: sim.client, remembered: remembered)
+        let recorder = ReadingRecorder(repository: repository, store: store)
+        var record: DeviceRecord?
+        for await snapshot in repository.snapshots() {
+            record = snapshot.devices.first { $0.id == keyboard }
+            if record != nil { break }
+        }
+        #expect(record?.remembered == true)
+        #expect(record?.readings == latest && record?.format == "bthome")
+        #expect(record?.lastSeen == t0 && record?.firstSeen == t0)
+        try await Task.sleep(for: .milliseconds(200))
+        #expect(try store.history(of: keyboard, kind: .battery).count == 1, "remembered readings are not stored again")
+        #expect(recorder.lastFailure == nil)
+        await sim.simulator.stop()
     }
 }
