@@ -27,6 +27,7 @@ public enum Screen: Sendable, Equatable, Hashable {
     case deviceDetail(DeviceID)
     case pairing(DeviceID)
     case eventLog
+    case adapters
 }
 
 /// The back stack. Front ends observe it; presenters push and pop.
