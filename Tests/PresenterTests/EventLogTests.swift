@@ -7,6 +7,7 @@ import BlueZ
 import BlueZSimulator
 import DBus
 import Domain
+@testable import Presenters
 
 /// Waits (up to `seconds`) until `log` holds at least `count` entries and
 /// returns their kinds.
@@ -293,5 +294,173 @@ private func newest(of log: EventLog, is kind: LogEvent.Kind, within seconds: Do
         mirrorFeed.cancel()
         pairingFeed.cancel()
         await simulator.stop()
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct EventLogPresenterTests {
+    typealias P = EventLogPresenter
+    let hci0 = AdapterID(path: "/org/bluez/hci0")
+    func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])) }
+
+    func row(_ e: LogEvent) -> P.Row { P.Row(id: e.id, at: e.at, severity: e.severity, message: e.message, device: e.device) }
+
+    /// A log with one entry of each severity and two devices.
+    func sample(_ clock: TestClock) throws -> (EventLog, [LogEvent], DeviceID, DeviceID) {
+        let strap = try id(1), lock = try id(2)
+        let log = EventLog(now: { clock.now }, names: { $0 == strap ? "Heart Strap" : "Keypad Lock" })
+        var events: [LogEvent] = []
+        events.append(log.append(.bluetoothdAppeared))
+        clock.advance(1)
+        events.append(log.append(.deviceConnected(strap)))
+        events.append(log.append(.connectionFailed(lock, reason: "le-connection-abort-by-local")))
+        events.append(log.append(.pairingFailed(lock, reason: "AuthenticationFailed")))
+        events.append(log.append(.deviceDisconnected(strap)))
+        return (log, events, strap, lock)
+    }
+
+    @Test func everyStateInOrderForTheSeverityTextAndDeviceFilters() async throws {
+        let clock = TestClock()
+        let (log, e, strap, lock) = try sample(clock)
+        let presenter = P(log: log, navigator: Navigator())
+        let states = StateRecorder(presenter.states())
+        var expected = P.State()
+        await states.expectNext(expected)                                         // loading
+        expected.entries = .loaded(e.map(row))
+        await states.expectNext(expected)
+
+        presenter.send(.severityFilterChanged(.warning))
+        expected.filter.minimumSeverity = .warning
+        expected.entries = .loaded([row(e[2]), row(e[3])])
+        await states.expectNext(expected)
+        presenter.send(.severityFilterChanged(.error))
+        expected.filter.minimumSeverity = .error
+        expected.entries = .loaded([row(e[3])])
+        await states.expectNext(expected)
+        presenter.send(.severityFilterChanged(.error))                            // the same: no new state
+        presenter.send(.severityFilterChanged(.info))
+        expected.filter.minimumSeverity = .info
+        expected.entries = .loaded(e.map(row))
+        await states.expectNext(expected)
+
+        presenter.send(.textFilterChanged("HEART"))                               // case-insensitive, on the message
+        expected.filter.text = "HEART"
+        expected.entries = .loaded([row(e[1]), row(e[4])])
+        await states.expectNext(expected)
+        presenter.send(.textFilterChanged("nothing like this"))
+        expected.filter.text = "nothing like this"
+        expected.entries = .loaded([])
+        await states.expectNext(expected)
+        presenter.send(.textFilterChanged(""))
+        expected.filter.text = ""
+        expected.entries = .loaded(e.map(row))
+        await states.expectNext(expected)
+
+        presenter.send(.deviceFilterChanged(lock))
+        expected.filter.device = lock
+        expected.entries = .loaded([row(e[2]), row(e[3])])
+        await states.expectNext(expected)
+        // Filters combine.
+        presenter.send(.severityFilterChanged(.error))
+        expected.filter.minimumSeverity = .error
+        expected.entries = .loaded([row(e[3])])
+        await states.expectNext(expected)
+        presenter.send(.deviceFilterChanged(strap))
+        expected.filter.device = strap
+        expected.entries = .loaded([])
+        await states.expectNext(expected)
+        // A new entry passing the filters shows up; one that does not changes nothing.
+        let failed = log.append(.pairingFailed(strap, reason: "AuthenticationRejected"))
+        expected.entries = .loaded([row(failed)])
+        await states.expectNext(expected)
+        log.append(.deviceConnected(strap))
+        await states.expectNoMoreStates()
+        presenter.send(.deviceFilterChanged(nil))
+        presenter.send(.severityFilterChanged(.info))
+        expected.filter.device = nil
+        expected.entries = .loaded([row(e[3]), row(failed)])
+        await states.expectNext(expected)
+        expected.filter.minimumSeverity = .info
+        expected.entries = .loaded((e + [failed, log.current.entries[6]]).map(row))
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+        #expect(P.rows(log.current.entries, filter: P.Filter(text: "keypad"), follow: .following).map(\.id) == [3, 4])
+    }
+
+    @Test func followToggledFreezesTheListAndFollowingAgainCatchesUp() async throws {
+        let clock = TestClock()
+        let (log, e, _, _) = try sample(clock)
+        let presenter = P(log: log, navigator: Navigator())
+        let states = StateRecorder(presenter.states())
+        var expected = P.State()
+        await states.expectNext(expected)
+        expected.entries = .loaded(e.map(row))
+        await states.expectNext(expected)
+
+        presenter.send(.followToggled)
+        expected.follow = .frozen(at: 5)
+        await states.expectNext(expected)
+        let later = log.append(.bluetoothdVanished)                             // not shown while frozen
+        await states.expectNoMoreStates()
+        presenter.send(.severityFilterChanged(.warning))                         // filters still apply to what is frozen
+        expected.filter.minimumSeverity = .warning
+        expected.entries = .loaded([row(e[2]), row(e[3])])
+        await states.expectNext(expected)
+
+        presenter.send(.followToggled)
+        expected.follow = .following
+        expected.entries = .loaded([row(e[2]), row(e[3]), row(later)])
+        await states.expectNext(expected)
+        let latest = log.append(.error("late"))
+        expected.entries = .loaded([row(e[2]), row(e[3]), row(later), row(latest)])
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+    }
+
+    @Test func clearRequestedEmptiesTheLogAndTheDroppedCount() async throws {
+        let log = EventLog(capacity: 2, now: { Date(timeIntervalSince1970: 0) })
+        let gone = log.append(.error("first"))
+        let kept = [log.append(.error("second")), log.append(.error("third"))]
+        #expect(gone.id == 1)
+        let presenter = P(log: log, navigator: Navigator())
+        let states = StateRecorder(presenter.states())
+        var expected = P.State()
+        await states.expectNext(expected)
+        expected.entries = .loaded(kept.map(row))
+        expected.dropped = 1
+        await states.expectNext(expected)
+
+        presenter.send(.clearRequested)
+        expected.entries = .loaded([])
+        expected.dropped = 0
+        await states.expectNext(expected)
+        #expect(log.current == EventLogSnapshot())
+        let next = log.append(.bluetoothdAppeared)
+        #expect(next.id == 4)
+        expected.entries = .loaded([row(next)])
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+    }
+
+    @Test func entrySelectedOpensTheEntrysDeviceAndNothingElse() async throws {
+        let clock = TestClock()
+        let (log, e, strap, lock) = try sample(clock)
+        let navigator = Navigator()
+        let presenter = P(log: log, navigator: navigator)
+        let states = StateRecorder(presenter.states())
+        var expected = P.State()
+        await states.expectNext(expected)
+        expected.entries = .loaded(e.map(row))
+        await states.expectNext(expected)
+
+        presenter.send(.entrySelected(e[0].id))                                   // bluetoothd: no device
+        presenter.send(.entrySelected(999))                                       // not in the log
+        presenter.send(.entrySelected(e[1].id))
+        // Actions run in order: once the strap is open, the first two were handled.
+        for await stack in navigator.changes() where stack.count > 1 { break }
+        #expect(navigator.stack == [.deviceList, .deviceDetail(strap)])
+        presenter.send(.entrySelected(e[3].id))
+        for await stack in navigator.changes() where stack.count > 2 { break }
+        #expect(navigator.stack == [.deviceList, .deviceDetail(strap), .deviceDetail(lock)])
+        await states.expectNoMoreStates()                                          // selecting changes no state
     }
 }
