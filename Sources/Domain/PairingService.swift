@@ -21,6 +21,19 @@ public struct PairingPrompt: Sendable, Equatable, Identifiable {
     }
 }
 
+/// How one pairing attempt ended.
+public enum PairingOutcome: Sendable, Equatable {
+    case paired(DeviceID)
+    /// `reason` says why, without repeating the device.
+    case failed(DeviceID, reason: String)
+
+    public var device: DeviceID {
+        switch self {
+        case let .paired(d), let .failed(d, _): return d
+        }
+    }
+}
+
 /// Turns bluetoothd's agent requests into prompts anyone can observe, and
 /// user answers back into agent replies.
 public protocol PairingService: Sendable {
@@ -30,6 +43,8 @@ public protocol PairingService: Sendable {
     func pair(_ device: DeviceID) async throws(DomainError)
     /// Answers the prompt `id` (ignored if it is no longer pending).
     func answer(_ id: UInt64, _ response: AgentResponse)
+    /// How every `pair` call ends, from now on (nothing is replayed).
+    func outcomes() -> AsyncStream<PairingOutcome>
 }
 
 /// The pairing service over BlueZ: one agent for the connection, registered
@@ -46,6 +61,7 @@ public final class BlueZPairingService: PairingService {
     private let pending = Mutex<[UInt64: Pending]>([:])
     private let counter = Mutex<UInt64>(0)
     private let agent = Mutex<BlueZAgent?>(nil)
+    private let outcome = Broadcaster<PairingOutcome>()
 
     public init(client: BlueZClient, promptTimeout: Duration = .seconds(60)) {
         self.client = client
@@ -53,6 +69,7 @@ public final class BlueZPairingService: PairingService {
     }
 
     public func prompts() -> AsyncStream<PairingPrompt?> { store.states() }
+    public func outcomes() -> AsyncStream<PairingOutcome> { outcome.events() }
 
     public func pair(_ device: DeviceID) async throws(DomainError) {
         if agent.withLock({ $0 == nil }) {
@@ -62,14 +79,18 @@ public final class BlueZPairingService: PairingService {
                 }
                 agent.withLock { $0 = registered }
             } catch {
-                throw DomainError("cannot register a pairing agent: \(error.description)")
+                let reason = "cannot register a pairing agent: \(error.description)"
+                outcome.yield(.failed(device, reason: reason))
+                throw DomainError(reason)
             }
         }
         do {
             try await client.pair(device)
             store.update { $0 = nil }
+            outcome.yield(.paired(device))
         } catch {
             store.update { $0 = nil }
+            outcome.yield(.failed(device, reason: error.description))
             throw DomainError("pairing with \(device.address) failed: \(error.description)")
         }
     }

@@ -10,15 +10,19 @@ import Domain
 /// A fake pairing service: the test decides the prompts and how pairing ends.
 final class FakePairingService: PairingService {
     let store = StateStore<PairingPrompt?>(nil)
+    let outcome = Broadcaster<PairingOutcome>()
     let answers = Mutex<[(UInt64, AgentResponse)]>([])
     private let finish = Mutex<CheckedContinuation<DomainError?, Never>?>(nil)
 
     func prompts() -> AsyncStream<PairingPrompt?> { store.states() }
 
     func pair(_ device: DeviceID) async throws(DomainError) {
-        let outcome = await withCheckedContinuation { c in finish.withLock { $0 = c } }
-        if let outcome { throw outcome }
+        let error = await withCheckedContinuation { c in finish.withLock { $0 = c } }
+        outcome.yield(error.map { .failed(device, reason: $0.description) } ?? .paired(device))
+        if let error { throw error }
     }
+
+    func outcomes() -> AsyncStream<PairingOutcome> { outcome.events() }
 
     func answer(_ id: UInt64, _ response: AgentResponse) { answers.withLock { $0.append((id, response)) } }
 
@@ -123,13 +127,17 @@ final class FakePairingService: PairingService {
         let simulator = sim.simulator, client = sim.client
         let session = try await client.discover(adapter: try client.adapter().id)
         try await client.mirror.wait(for: "the lock", timeout: .seconds(5)) { [device] in $0.devices[device] != nil }
-        let presenter = P(device: device, service: BlueZPairingService(client: client), navigator: Navigator())
+        let service = BlueZPairingService(client: client)
+        let outcomes = service.outcomes()
+        let presenter = P(device: device, service: service, navigator: Navigator())
         presenter.send(.pairRequested)
         #expect(await wait(presenter) { $0.phase == .pairing(question: .enterPasskey) })
         presenter.send(.inputChanged("654321"))
         presenter.send(.inputSubmitted)
         #expect(await wait(presenter) { $0.phase == .paired }, "\(presenter.state)")
         try await client.mirror.wait(for: "paired", timeout: .seconds(5)) { [device] in $0.devices[device]?.paired == true }
+        var heard = outcomes.makeAsyncIterator()
+        #expect(await heard.next() == .paired(device))
         await session.stop()
         await simulator.stop()
     }
