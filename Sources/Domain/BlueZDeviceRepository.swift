@@ -102,6 +102,13 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private func refresh(changed: [DeviceID]) {
         let snap = client.mirror.snapshot()
         let (availability, adapter) = availability(snap)
+        if case .adapterOff = availability {
+            // bluetoothd ended discovery with the power and does not resume
+            // it: our session is over (the next scan toggle starts a new one).
+            if let ended = state.withLock({ s -> DiscoverySession? in defer { s.session = nil }; return s.session }) {
+                Task { await ended.stop() }
+            }
+        }
         let time = now()
         let lastSeen = state.withLock { s -> [DeviceID: Date] in
             for id in changed { s.lastSeen[id] = time }

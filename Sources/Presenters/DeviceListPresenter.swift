@@ -177,7 +177,10 @@ public final class DeviceListPresenter: Presenter {
             update { s in
                 switch s.scan {
                 case .starting, .stopping: break
-                default: s.scan = snapshot.scanning ? .on : .off
+                // A failure stays on screen until scanning actually starts
+                // (another client) or the user toggles again.
+                case .failed: if snapshot.scanning { s.scan = .on }
+                case .on, .off: s.scan = snapshot.scanning ? .on : .off
                 }
             }
         }

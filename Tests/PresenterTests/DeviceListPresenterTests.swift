@@ -116,6 +116,11 @@ import Domain
         await states.expectNext(expected)
         expected.scan = .failed("adapter hci0 is powered off")
         await states.expectNext(expected)
+        // A snapshot that changes something else leaves the failure on screen.
+        let newcomer = DeviceRecord(id: try id("C0:FE:00:00:00:01"), rssi: -70)
+        repo.emit(DeviceListSnapshot(availability: .available, scanning: false, devices: [newcomer]))
+        expected.devices = .loaded([row(newcomer)])
+        await states.expectNext(expected)
         repo.failScanning(with: nil)
         presenter.send(.scanToggled)
         expected.scan = .starting
@@ -126,6 +131,7 @@ import Domain
         // Another client stopped discovery: the repository says so, the state follows.
         repo.emit(DeviceListSnapshot(availability: .available, scanning: false))
         expected.scan = .off
+        expected.devices = .loaded([])
         await states.expectNext(expected)
         await states.expectNoMoreStates()
         #expect(repo.scanCalls.withLock { $0 } == [true, false, true, true])

@@ -33,6 +33,27 @@ import Domain
         #expect(gone, "\(presenter.state)")
     }
 
+    @Test func poweringTheAdapterOffEndsTheScanAndTheNextToggleStartsANewOne() async throws {
+        let sim = try await Simulated.start("test-basic.json")
+        defer { sim.bus.stop() }
+        let client = sim.client
+        let hci0 = AdapterID(path: "/org/bluez/hci0")
+        let presenter = DeviceListPresenter(repository: BlueZDeviceRepository(client: client), navigator: Navigator())
+        presenter.send(.scanToggled)
+        #expect(await waitFor(presenter, within: 10) { $0.scan == .on && ($0.devices.value?.count ?? 0) >= 1 }, "\(presenter.state)")
+        try await client.setPowered(false, adapter: hci0)
+        #expect(await waitFor(presenter, within: 10) { $0.scan == .off && $0.devices == .unavailable("adapter hci0 is powered off") },
+                "\(presenter.state)")
+        try await client.setPowered(true, adapter: hci0)
+        #expect(await waitFor(presenter, within: 10) { $0.scan == .off && $0.devices.value != nil }, "\(presenter.state)")
+        presenter.send(.scanToggled)
+        #expect(await waitFor(presenter, within: 10) { $0.scan == .on })
+        try await client.mirror.wait(for: "discovering again", timeout: .seconds(5)) { $0.adapters[hci0]?.discovering == true }
+        presenter.send(.scanToggled)
+        #expect(await waitFor(presenter, within: 10) { $0.scan == .off })
+        await sim.simulator.stop()
+    }
+
     func waitFor(_ presenter: DeviceListPresenter, within seconds: Double, _ condition: @escaping @Sendable (DeviceListPresenter.State) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(seconds)
         for await state in presenter.states() {
