@@ -126,8 +126,11 @@ final class RecordingSleeper: Sleeper {
         let session = try await client.discover(adapter: try client.adapter().id)
         let flaky = DeviceID(adapter: hci0, address: try BluetoothAddress("F0:00:00:00:00:01"))
         try await client.mirror.wait(for: "flaky", timeout: .seconds(5)) { $0.devices[flaky] != nil }
+        // Backoff runs on the injected sleeper: the delays are observed, not waited for.
+        let sleeper = RecordingSleeper()
         let manager = ConnectionManager(backend: BlueZConnectionBackend(client: client),
-                                        policy: BackoffPolicy(initial: .milliseconds(50), maximum: .milliseconds(200)))
+                                        policy: BackoffPolicy(initial: .seconds(2), maximum: .seconds(30), jitter: 0.2),
+                                        sleeper: sleeper, random: { 0.25 })
         let history = Mutex<[ConnectionStatus]>([])
         let statuses = manager.statuses()
         let recorder = Task { for await s in statuses { if let v = s[flaky] { history.withLock { $0.append(v) } } } }
@@ -136,6 +139,8 @@ final class RecordingSleeper: Sleeper {
         #expect(await eventually(10) { history.withLock { h in h.filter { $0 == .connected }.count >= 2 } }, "\(history.withLock { $0 })")
         let failures = history.withLock { h in h.compactMap { if case let .retrying(_, _, reason) = $0 { return reason } else { return nil } } }
         #expect(failures.count == 2 && failures.allSatisfy { $0.contains("le-connection-abort-by-local") }, "\(failures)")
+        // 2 s then 4 s, each 10 % short (random 0.25 with ±20 % jitter); the reconnect after the drop needs no delay.
+        #expect(sleeper.delays.withLock { $0 } == [.milliseconds(1800), .milliseconds(3600)])
         manager.unwatch(flaky)
         recorder.cancel()
         await session.stop()
