@@ -11,6 +11,7 @@ public final class BlueZDeviceControl: DeviceControl {
     private let client: BlueZClient
     private let now: @Sendable () -> Date
     private let rssiLimit: Int
+    private let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]?
 
     private struct Subscriber {
         let device: DeviceID
@@ -28,8 +29,10 @@ public final class BlueZDeviceControl: DeviceControl {
     private let follower = Mutex<Task<Void, Never>?>(nil)
 
     /// `rssiHistory`: how many RSSI samples are kept per device.
-    public init(client: BlueZClient, rssiHistory: Int = 120, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(client: BlueZClient, rssiHistory: Int = 120, bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
+                now: @escaping @Sendable () -> Date = { Date() }) {
         self.client = client
+        self.bindkeys = bindkeys
         self.now = now
         self.rssiLimit = max(1, rssiHistory)
         let events = client.mirror.events()
@@ -132,7 +135,7 @@ public final class BlueZDeviceControl: DeviceControl {
         details.servicesResolved = d.servicesResolved
         details.battery = snap.batteries[id]
         details.uuids = d.uuids
-        let models = AdvertisementReadings.decode(d)
+        let models = AdvertisementReadings.decode(d, bindkey: bindkeys(id.address))
         details.format = models.first?.formatName
         details.readings = models.flatMap(\.readings)
         details.lastSeen = s.lastSeen[id]

@@ -6,7 +6,8 @@ import Synchronization
 /// What the parsing module makes of a device's advertised data
 /// (ManufacturerData and ServiceData properties).
 public enum AdvertisementReadings {
-    public static func decode(_ device: Device) -> [AdvertisementModel] {
+    /// `bindkey`: the device's key for encrypted formats (BTHome, MiBeacon).
+    public static func decode(_ device: Device, bindkey: [UInt8]? = nil) -> [AdvertisementModel] {
         var adv = Advertisement(localName: device.name)
         adv.address = try? DeviceAddress(bytes: device.address.bytes)
         for (company, data) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
@@ -15,7 +16,7 @@ public enum AdvertisementReadings {
         for (uuid, data) in device.serviceData.sorted(by: { $0.key < $1.key }) {
             if let u = try? BluetoothUUID(parsing: uuid) { adv.serviceData.append(ServiceData(uuid: u, data: data)) }
         }
-        return AdvertisementDecoder.decode(adv).compactMap { try? $0.get() }
+        return AdvertisementDecoder.decode(adv, bindkey: bindkey).compactMap { try? $0.get() }
     }
 }
 
@@ -31,19 +32,24 @@ public final class BlueZDeviceRepository: DeviceRepository {
         var session: DiscoverySession?
         /// Decoded advertisements per device, with the data they came from:
         /// a flood of RSSI changes must not re-decode every device each time.
-        var decoded: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], models: [AdvertisementModel])] = [:]
+        var decoded: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, models: [AdvertisementModel])] = [:]
     }
     private let state = Mutex(State())
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
     private let follower = Mutex<Task<Void, Never>?>(nil)
 
     private let memory: [DeviceID: RememberedDevice]
+    private let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]?
 
     /// `remembered`: what the database knows (ReadingStore.rememberedDevices),
     /// shown for a device bluetoothd knows until it is heard again.
+    /// `bindkeys`: each device's key for encrypted advertisements (read at
+    /// every decode, so a key added in the settings applies at once).
     public init(client: BlueZClient, adapter: String? = nil, remembered: [RememberedDevice] = [],
+                bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
                 now: @escaping @Sendable () -> Date = { Date() }) {
         self.client = client
+        self.bindkeys = bindkeys
         self.memory = Dictionary(remembered.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         self.adapterName = adapter
         self.now = now
@@ -122,11 +128,12 @@ public final class BlueZDeviceRepository: DeviceRepository {
                 s.decoded = s.decoded.filter { present.contains($0.key) }
             }
             return devices.map { d in
-                if let cached = s.decoded[d.id], cached.manufacturer == d.manufacturerData, cached.service == d.serviceData {
+                let key = bindkeys(d.address)
+                if let cached = s.decoded[d.id], cached.manufacturer == d.manufacturerData, cached.service == d.serviceData, cached.key == key {
                     return cached.models
                 }
-                let fresh = AdvertisementReadings.decode(d)
-                s.decoded[d.id] = (d.manufacturerData, d.serviceData, fresh)
+                let fresh = AdvertisementReadings.decode(d, bindkey: key)
+                s.decoded[d.id] = (d.manufacturerData, d.serviceData, key, fresh)
                 return fresh
             }
         }

@@ -8,7 +8,7 @@ struct BLECompanionCommand: AsyncParsableCommand {
         subcommands: [
             ScanCommand.self, DevicesCommand.self, InfoCommand.self, ConnectCommand.self, DisconnectCommand.self,
             PairCommand.self, UnpairCommand.self, TrustCommand.self, UntrustCommand.self,
-            ReadCommand.self, WriteCommand.self, NotifyCommand.self,
+            ReadCommand.self, WriteCommand.self, NotifyCommand.self, SettingsCommand.self, HistoryCommand.self,
             DoctorCommand.self, DecodeCommand.self, DemoCommand.self, SimulateCommand.self,
         ]
     )

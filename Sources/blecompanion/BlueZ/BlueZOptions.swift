@@ -16,8 +16,12 @@ struct BlueZOptions: ParsableArguments {
     @Flag(help: "Print JSON (JSON Lines for streams) instead of text.")
     var json = false
 
+    @OptionGroup var state: StateOptions
+
+    func bindkeys() throws -> [BluetoothAddress: [UInt8]] { try state.bindkeys() }
+
     func validate() throws {
-        if let adapter { _ = try AdapterID(name: adapter) }
+        if let adapter { try checkAdapterName(adapter) }
         if bus != "system" && bus != "session" && !bus.contains(":") {
             throw ValidationError("--bus must be system, session or a D-Bus address like unix:path=/tmp/bus, got \"\(bus)\"")
         }
@@ -100,8 +104,8 @@ func hexString(_ bytes: [UInt8]) -> String {
 }
 
 /// Decodes what a device advertises (the domain layer's glue to the parser).
-func decodedAdvertisement(_ device: Device) -> [AdvertisementModel] {
-    AdvertisementReadings.decode(device)
+func decodedAdvertisement(_ device: Device, bindkey: [UInt8]? = nil) -> [AdvertisementModel] {
+    AdvertisementReadings.decode(device, bindkey: bindkey)
 }
 
 func readingsText(_ models: [AdvertisementModel]) -> String {
@@ -121,7 +125,7 @@ func readingsJSON(_ models: [AdvertisementModel]) -> [[String: Any]] {
 }
 
 /// A device as one JSON object.
-func deviceJSON(_ d: Device, battery: UInt8? = nil) -> [String: Any] {
+func deviceJSON(_ d: Device, battery: UInt8? = nil, bindkey: [UInt8]? = nil) -> [String: Any] {
     var o: [String: Any] = [
         "address": d.address.description, "adapter": d.id.adapter.name, "paired": d.paired, "trusted": d.trusted,
         "connected": d.connected, "blocked": d.blocked, "services_resolved": d.servicesResolved,
@@ -139,14 +143,14 @@ func deviceJSON(_ d: Device, battery: UInt8? = nil) -> [String: Any] {
         o["manufacturer_data"] = Dictionary(uniqueKeysWithValues: d.manufacturerData.map { (String(format: "0x%04x", $0.key), hexString($0.value)) })
     }
     if !d.serviceData.isEmpty { o["service_data"] = d.serviceData.mapValues(hexString) }
-    let readings = readingsJSON(decodedAdvertisement(d))
+    let readings = readingsJSON(decodedAdvertisement(d, bindkey: bindkey))
     if !readings.isEmpty { o["decoded"] = readings }
     if !d.problems.isEmpty { o["problems"] = d.problems }
     return o
 }
 
 /// One line per device for humans.
-func deviceLine(_ d: Device, battery: UInt8? = nil) -> String {
+func deviceLine(_ d: Device, battery: UInt8? = nil, bindkey: [UInt8]? = nil) -> String {
     var parts = ["\(d.address)", d.displayName == d.address.description ? "(no name)" : d.displayName]
     if let r = d.rssi { parts.append("RSSI \(r) dBm") }
     var flags: [String] = []
@@ -156,7 +160,7 @@ func deviceLine(_ d: Device, battery: UInt8? = nil) -> String {
     if d.blocked { flags.append("blocked") }
     if !flags.isEmpty { parts.append("[" + flags.joined(separator: ",") + "]") }
     if let battery { parts.append("battery \(battery) %") }
-    let readings = readingsText(decodedAdvertisement(d))
+    let readings = readingsText(decodedAdvertisement(d, bindkey: bindkey))
     if !readings.isEmpty { parts.append("— " + readings) }
     return parts.joined(separator: "  ")
 }

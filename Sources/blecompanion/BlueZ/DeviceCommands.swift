@@ -16,9 +16,11 @@ struct DevicesCommand: AsyncParsableCommand {
             let client = try await options.client()
             let adapter = try options.adapter(of: client, requirePowered: false)
             let snap = client.mirror.snapshot()
+            let keys = try options.bindkeys()
             let list = snap.devices(on: adapter.id).filter { (!paired || $0.paired) && (!connected || $0.connected) }
             for d in list {
-                out(options.json ? jsonLine(deviceJSON(d, battery: snap.batteries[d.id])) : deviceLine(d, battery: snap.batteries[d.id]))
+                let battery = snap.batteries[d.id], key = keys[d.address]
+                out(options.json ? jsonLine(deviceJSON(d, battery: battery, bindkey: key)) : deviceLine(d, battery: battery, bindkey: key))
             }
             if list.isEmpty && !options.json { out("No devices on \(adapter.id.name). Run `blecompanion scan` to discover some.") }
         }
@@ -48,6 +50,7 @@ struct ScanCommand: AsyncParsableCommand {
         try await runReporting {
             let client = try await options.client()
             let adapter = try options.adapter(of: client)
+            let keys = try options.bindkeys()
             let events = client.mirror.events()
             let filter = DiscoveryFilter(uuids: uuid.map(BlueZSnapshot.normalizeUUID), rssi: rssi,
                                          transport: transport.flatMap(DiscoveryFilter.Transport.init(rawValue:)) ?? .le,
@@ -58,19 +61,19 @@ struct ScanCommand: AsyncParsableCommand {
             let session: DiscoverySession
             do { session = try await client.discover(adapter: adapter.id, filter: filter) } catch { throw CLIError(error) }
             if !options.json { printError("Scanning on \(adapter.id.name)… (Ctrl-C to stop)") }
-            for d in before { report(d, client) }
+            for d in before { report(d, client, keys: keys) }
             let stop = StopSignal(after: duration)
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await event in events {
                         switch event {
                         case let .interfacesAdded(path, names) where names.contains(BlueZInterface.device):
-                            if let id = DeviceID(path: path), id.adapter == adapter.id, let d = client.mirror.snapshot().devices[id] { report(d, client) }
+                            if let id = DeviceID(path: path), id.adapter == adapter.id, let d = client.mirror.snapshot().devices[id] { report(d, client, keys: keys) }
                         case let .propertiesChanged(path, BlueZInterface.device, changed, _):
                             guard changed.keys.contains(where: { ["RSSI", "ManufacturerData", "ServiceData", "Name", "Alias"].contains($0) }),
                                   let id = DeviceID(path: path), id.adapter == adapter.id,
                                   let d = client.mirror.snapshot().devices[id] else { continue }
-                            report(d, client)
+                            report(d, client, keys: keys)
                         case let .interfacesRemoved(path, names) where names.contains(BlueZInterface.device):
                             if let id = DeviceID(path: path), id.adapter == adapter.id {
                                 out(options.json ? jsonLine(["address": id.address.description, "event": "lost"]) : "\(id.address)  lost")
@@ -103,10 +106,10 @@ struct ScanCommand: AsyncParsableCommand {
         return true
     }
 
-    private func report(_ d: Device, _ client: BlueZClient) {
+    private func report(_ d: Device, _ client: BlueZClient, keys: [BluetoothAddress: [UInt8]]) {
         guard passes(d) else { return }
-        let battery = client.mirror.snapshot().batteries[d.id]
-        out(options.json ? jsonLine(deviceJSON(d, battery: battery)) : deviceLine(d, battery: battery))
+        let battery = client.mirror.snapshot().batteries[d.id], key = keys[d.address]
+        out(options.json ? jsonLine(deviceJSON(d, battery: battery, bindkey: key)) : deviceLine(d, battery: battery, bindkey: key))
 
     }
 }
@@ -128,7 +131,7 @@ struct InfoCommand: AsyncParsableCommand {
             lines.append("Device \(device.address) (\(device.addressType ?? "public"))")
             for (k, v) in (snap.objects[device.id.path]?[BlueZInterface.device] ?? [:]).sorted(by: { $0.key < $1.key }) { lines.append("  \(k): \(propertyText(v))") }
             if let b = snap.batteries[device.id] { lines.append("  Battery: \(b) %") }
-            let decoded = decodedAdvertisement(device)
+            let decoded = decodedAdvertisement(device, bindkey: try options.bindkeys()[device.address])
             if !decoded.isEmpty { lines.append("  Decoded advertisement: \(readingsText(decoded))") }
             for entry in snap.gattTree(of: device.id) {
                 let s = entry.service
@@ -156,7 +159,7 @@ struct InfoCommand: AsyncParsableCommand {
                 tree.append(["uuid": s.uuid, "primary": s.primary, "characteristics": chars])
             }
             if options.json {
-                var o = deviceJSON(device, battery: snap.batteries[device.id])
+                var o = deviceJSON(device, battery: snap.batteries[device.id], bindkey: try options.bindkeys()[device.address])
                 o["gatt"] = tree
                 out(jsonLine(o))
             } else {
