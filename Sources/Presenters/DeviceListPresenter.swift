@@ -45,7 +45,7 @@ public final class DeviceListPresenter: Presenter {
         public var title: String
         public var rssi: Int16?
         public var format: String?
-        /// Decoded readings, e.g. "temperature 21.5 °C".
+        /// Decoded readings, e.g. "temperature=21.5 °C" (as the CLI prints them).
         public var readings: [String]
         public var paired: Bool
         public var connected: Bool
@@ -271,11 +271,7 @@ public final class DeviceListPresenter: Presenter {
         }
         return sorted.map { d in
             Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format,
-                readings: d.readings.map { r in
-                    var text = "\(r.kind.rawValue) \(r.value)"
-                    if let u = r.unit, !u.isEmpty { text += " \(u)" }
-                    return text
-                },
+                readings: d.readings.map(\.description),
                 paired: d.paired, connected: d.connected,
                 stale: d.lastSeen.map { now.timeIntervalSince($0) > expiry.staleAfter } ?? false,
                 watch: watches[d.id.address])

@@ -22,7 +22,7 @@ import Domain
 
     func row(_ d: DeviceRecord, stale: Bool = false, watch: ConnectionStatus? = nil) -> P.Row {
         P.Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format,
-              readings: d.readings.map { "\($0.kind.rawValue) \($0.value)\($0.unit.map { " " + $0 } ?? "")" },
+              readings: d.readings.map(\.description),
               paired: d.paired, connected: d.connected, stale: stale, watch: watch)
     }
 
@@ -140,6 +140,7 @@ import Domain
     @Test func rowsArePureAndMarkStaleDevices() throws {
         let clock = TestClock()
         let devices = try home(clock)
+        #expect(P.rows(devices, filter: P.Filter(text: "ruuvi"), sort: .rssi, now: clock.now).first?.readings == ["temperature=24.5 °C"])
         let rows = P.rows(devices, filter: P.Filter(), sort: .lastSeen, now: clock.now)
         #expect(rows.map(\.stale) == [false, false, true])
         #expect(rows.last?.title == "D0:3A:1B:2C:3D:4E")
