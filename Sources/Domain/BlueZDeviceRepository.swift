@@ -40,6 +40,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
 
     private let memory: [DeviceID: RememberedDevice]
     private let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]?
+    private let scanner: (any AdapterRepository)?
 
     /// `remembered`: what the database knows (ReadingStore.rememberedDevices),
     /// shown for a device bluetoothd knows until it is heard again.
@@ -47,9 +48,11 @@ public final class BlueZDeviceRepository: DeviceRepository {
     /// every decode, so a key added in the settings applies at once).
     public init(client: BlueZClient, adapter: String? = nil, remembered: [RememberedDevice] = [],
                 bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
+                scanner: (any AdapterRepository)? = nil,
                 now: @escaping @Sendable () -> Date = { Date() }) {
         self.client = client
         self.bindkeys = bindkeys
+        self.scanner = scanner
         self.memory = Dictionary(remembered.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         self.adapterName = adapter
         self.now = now
@@ -76,7 +79,23 @@ public final class BlueZDeviceRepository: DeviceRepository {
 
     public func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
 
+    /// With a `scanner` (the adapter repository), scanning is its one
+    /// discovery session per adapter: bluetoothd keeps one discovery and one
+    /// filter per client connection, so two owners on one connection would
+    /// replace each other's filter and stop each other's scan. The list's
+    /// toggle then keeps whatever filter the adapters screen applied.
     public func setScanning(_ on: Bool) async throws(DomainError) {
+        if let scanner {
+            let adapter: Adapter
+            do { adapter = try client.adapter(adapterName) } catch { throw DomainError(error.description) }
+            var filter = DiscoveryFilter(transport: .le)
+            for await current in scanner.snapshots() {
+                if let running = current.discoveryFilters[adapter.id] { filter = running }
+                break
+            }
+            try await scanner.setScanning(on, adapter: adapter.id, filter: filter)
+            return
+        }
         if on {
             guard state.withLock({ $0.session == nil }) else { return }
             let adapter: Adapter

@@ -135,6 +135,37 @@ import Domain
         }
     }
 
+    @Test func theDeviceListScansThroughTheAdapterRepositorysOneSession() async throws {
+        let sim = try await Simulated.start("test-basic.json")
+        defer { sim.bus.stop() }
+        let client = sim.client, hci0 = self.hci0
+        let adapters = BlueZAdapterRepository(client: client)
+        let devices = BlueZDeviceRepository(client: client, scanner: adapters)
+        let list = DeviceListPresenter(repository: devices, navigator: Navigator())
+        let screen = AdaptersPresenter(repository: adapters)
+
+        // The list's toggle starts the adapter repository's session (LE by default)…
+        list.send(.scanToggled)
+        let le = await first(adapters.snapshots()) { $0.discoveryFilters[hci0] != nil }
+        #expect(le?.discoveryFilters[hci0]?.transport == .le)
+        #expect(await first(screen.states()) { $0.adapters.value?.first?.scan == .on } != nil, "\(screen.state)")
+
+        // …the adapters screen applies a filter to that same session, and the
+        // list's scan goes on with it: the weak strap (-75) is filtered out.
+        let strict = DiscoveryFilter(rssi: -65, transport: .le)
+        try await adapters.setScanning(true, adapter: hci0, filter: strict)
+        #expect(await current(adapters)?.discoveryFilters == [hci0: strict])
+        #expect(await waitFor(list) { $0.scan == .on })
+
+        // Stopping from the list stops the one session.
+        list.send(.scanToggled)
+        #expect(await first(adapters.snapshots()) { $0.discoveryFilters.isEmpty } != nil)
+        try await client.mirror.wait(for: "discovery off", timeout: .seconds(5)) { $0.adapters[hci0]?.discovering == false }
+        #expect(await waitFor(list) { $0.scan == .off })
+        #expect(await first(screen.states()) { $0.adapters.value?.first?.scan == .off } != nil, "\(screen.state)")
+        await sim.simulator.stop()
+    }
+
     /// The repository's snapshot now (a new subscriber gets it first).
     func current(_ repository: BlueZAdapterRepository) async -> AdapterListSnapshot? {
         await first(repository.snapshots(), within: 1) { _ in true }
