@@ -144,7 +144,8 @@ func echoObject() -> DBusExportedInterface {
             let cancelledAt = ContinuousClock.now
             task.cancel()
             let result = await task.result
-            #expect(ContinuousClock.now - cancelledAt < .seconds(1))
+            // Well before the 3 s the method sleeps (the margin is for a loaded 2-core CI machine).
+            #expect(ContinuousClock.now - cancelledAt < .milliseconds(2500))
             #expect(throws: CancellationError.self) { try result.get() }
             // The connection still works afterwards.
             let ok = try await client.call(destination: server.uniqueName, path: "/echo", interface: echoInterface, member: "EchoString", arguments: [.string("after")])
