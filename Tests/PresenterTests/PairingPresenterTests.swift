@@ -84,6 +84,58 @@ final class FakePairingService: PairingService {
         await states.expectNoMoreStates()
     }
 
+    @Test func pinAuthorisationServiceAuthorisationAndPinDisplayEveryStateInOrder() async throws {
+        let service = FakePairingService()
+        let presenter = P(device: device, service: service, navigator: Navigator())
+        let states = StateRecorder(presenter.states())
+        var expected = P.State(device: device)
+        await states.expectNext(expected)
+        presenter.send(.pairRequested)
+        expected.phase = .pairing(question: nil)
+        await states.expectNext(expected)
+
+        // RequestPinCode: 1 to 16 characters.
+        service.ask(PairingPrompt(id: 1, request: .pinCode(device)))
+        expected.phase = .pairing(question: .enterPIN)
+        expected.inputProblem = "a PIN code has 1 to 16 characters"
+        await states.expectNext(expected)
+        presenter.send(.inputChanged(String(repeating: "9", count: 17)))
+        expected.input = String(repeating: "9", count: 17)
+        await states.expectNext(expected)
+        presenter.send(.inputSubmitted)            // refused
+        presenter.send(.inputChanged("0000"))
+        expected.input = "0000"
+        expected.inputProblem = nil
+        await states.expectNext(expected)
+        presenter.send(.inputSubmitted)
+
+        // RequestAuthorization, accepted.
+        service.ask(PairingPrompt(id: 2, request: .authorization(device)))
+        expected.phase = .pairing(question: .authorize)
+        expected.input = ""
+        await states.expectNext(expected)
+        presenter.send(.accepted)
+
+        // AuthorizeService, rejected.
+        service.ask(PairingPrompt(id: 3, request: .authorizeService(device, uuid: "0000180d-0000-1000-8000-00805f9b34fb")))
+        expected.phase = .pairing(question: .authorizeService("0000180d-0000-1000-8000-00805f9b34fb"))
+        await states.expectNext(expected)
+        presenter.send(.rejected)
+
+        // DisplayPinCode: nothing to answer; typed on the device.
+        service.ask(PairingPrompt(id: 4, request: .displayPinCode(device, "482915")))
+        expected.phase = .pairing(question: .typeOnDevice("482915"))
+        await states.expectNext(expected)
+        presenter.send(.inputSubmitted)            // nothing to submit: ignored
+        presenter.send(.accepted)                  // answered (bluetoothd does not wait for it)
+        await service.end(with: nil)
+        expected.phase = .paired
+        await states.expectNext(expected)
+        await states.expectNoMoreStates()
+        #expect(service.answers.withLock { $0.map(\.0) } == [1, 2, 3, 4])
+        #expect(service.answers.withLock { $0.map(\.1) } == [.pinCode("0000"), .accept, .reject, .accept])
+    }
+
     @Test func confirmationRejectedThenFailureAndCancel() async throws {
         let service = FakePairingService()
         let navigator = Navigator()
