@@ -169,6 +169,11 @@ public final class BlueZDeviceControl: DeviceControl {
         }
     }
 
+    /// "char0011": the last path component, as bluetoothctl shows it.
+    private func attributeName(_ id: GATTAttributeID) -> Substring {
+        id.path.rawValue.split(separator: "/").last ?? ""
+    }
+
     public func connect(_ id: DeviceID) async throws(DomainError) {
         try await run("connecting to", id) { () async throws(BlueZError) in
             try await client.connect(id)
@@ -189,19 +194,19 @@ public final class BlueZDeviceControl: DeviceControl {
     }
 
     public func read(_ characteristic: GATTAttributeID) async throws(DomainError) -> [UInt8] {
-        try await run("reading \(characteristic.path.rawValue.split(separator: "/").last ?? "") of", characteristic.device) { () async throws(BlueZError) in
+        try await run("reading \(attributeName(characteristic)) of", characteristic.device) { () async throws(BlueZError) in
             try await client.readValue(characteristic)
         }
     }
 
     public func write(_ characteristic: GATTAttributeID, _ value: [UInt8], withoutResponse: Bool) async throws(DomainError) {
-        try await run("writing \(characteristic.path.rawValue.split(separator: "/").last ?? "") of", characteristic.device) { () async throws(BlueZError) in
+        try await run("writing \(attributeName(characteristic)) of", characteristic.device) { () async throws(BlueZError) in
             try await client.writeValue(characteristic, value, type: withoutResponse ? .command : .request)
         }
     }
 
     public func setNotifying(_ on: Bool, _ characteristic: GATTAttributeID) async throws(DomainError) {
-        try await run("\(on ? "starting" : "stopping") notifications of \(characteristic.path.rawValue.split(separator: "/").last ?? "") on",
+        try await run("\(on ? "starting" : "stopping") notifications of \(attributeName(characteristic)) on",
                       characteristic.device) { () async throws(BlueZError) in
             if on { try await client.startNotify(characteristic) } else { try await client.stopNotify(characteristic) }
         }

@@ -170,23 +170,4 @@ import Domain
     func current(_ repository: BlueZAdapterRepository) async -> AdapterListSnapshot? {
         await first(repository.snapshots(), within: 1) { _ in true }
     }
-
-    /// The first element of `stream` that satisfies `condition`, or nil
-    /// after `seconds`.
-    func first<Element: Sendable>(_ stream: AsyncStream<Element>, within seconds: Double = 10,
-                                  _ condition: @escaping @Sendable (Element) -> Bool) async -> Element? {
-        await withTaskGroup(of: Element?.self) { group in
-            group.addTask {
-                for await element in stream where condition(element) { return element }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(seconds))
-                return nil
-            }
-            let result = await group.next() ?? nil
-            group.cancelAll()
-            return result
-        }
-    }
 }

@@ -59,15 +59,6 @@ final class RecordingSleeper: Sleeper {
     let hci0 = AdapterID(path: "/org/bluez/hci0")
     func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])) }
 
-    func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return condition()
-    }
-
     @Test func backoffDoublesWithJitterThenConnectsAndReenablesNotifications() async throws {
         let backend = FakeConnectionBackend()
         let sleeper = RecordingSleeper()

@@ -53,13 +53,4 @@ import Domain
         #expect(await waitFor(presenter, within: 10) { $0.scan == .off })
         await sim.simulator.stop()
     }
-
-    func waitFor(_ presenter: DeviceListPresenter, within seconds: Double, _ condition: @escaping @Sendable (DeviceListPresenter.State) -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        for await state in presenter.states() {
-            if condition(state) { return true }
-            if ContinuousClock.now > deadline { return false }
-        }
-        return false
-    }
 }

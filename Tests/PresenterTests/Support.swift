@@ -125,24 +125,30 @@ struct Simulated {
     }
 }
 
+/// The first element of `stream` that satisfies `condition`, or nil after
+/// `seconds` (a real timeout, even if the stream goes quiet).
+func first<Element: Sendable>(_ stream: AsyncStream<Element>, within seconds: Double = 10,
+                              _ condition: @escaping @Sendable (Element) -> Bool) async -> Element? {
+    await withTaskGroup(of: Element?.self) { group in
+        group.addTask {
+            for await element in stream where condition(element) { return element }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: .seconds(seconds))
+            return nil
+        }
+        let result = await group.next() ?? nil
+        group.cancelAll()
+        return result
+    }
+}
+
 /// Waits until `presenter` emits a state satisfying `condition` (true), or
 /// `seconds` pass (false). For integration tests, where bluetoothd's timing
 /// decides how many intermediate states there are.
 func waitFor<P: Presenter>(_ presenter: P, within seconds: Double = 10, _ condition: @escaping @Sendable (P.State) -> Bool) async -> Bool {
-    let states = presenter.states()
-    return await withTaskGroup(of: Bool.self) { group in
-        group.addTask {
-            for await s in states where condition(s) { return true }
-            return false
-        }
-        group.addTask {
-            try? await Task.sleep(for: .seconds(seconds))
-            return false
-        }
-        let first = await group.next() ?? false
-        group.cancelAll()
-        return first
-    }
+    await first(presenter.states(), within: seconds, condition) != nil
 }
 
 /// A sleeper the test wakes by hand: every sleep waits until `fireAll()`
