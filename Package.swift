@@ -59,15 +59,19 @@ let package = Package(
         ]),
         .target(name: "Presenters", dependencies: ["Domain", "BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log")]),
 
+        // MARK: Layer 3: front ends (Screen owns a presenter; Content is pure State -> output)
+        // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
+        .target(name: "TerminalUI"),
+
         // MARK: Executables
         .executableTarget(
             name: "blecompanion",
             dependencies: [
-                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain",
+                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "TerminalUI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing", "BlueZ", "BlueZSimulator"]),
+        .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "TerminalUI"]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
         // Test support: writes readings until killed (crash-consistency test).
         .executableTarget(name: "readings-writer", dependencies: ["Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),
@@ -83,5 +87,6 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus"]),
+        .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
     ]
 )

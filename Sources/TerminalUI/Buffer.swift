@@ -1,0 +1,263 @@
+/// A terminal color. `.default` is the terminal's own foreground/background.
+public enum Color: Sendable, Hashable {
+    case `default`
+    /// The 16 ANSI colors: 0–7 normal, 8–15 bright.
+    case ansi(UInt8)
+    /// The 256-color palette.
+    case indexed(UInt8)
+    case rgb(UInt8, UInt8, UInt8)
+
+    public static let black = Color.ansi(0), red = Color.ansi(1), green = Color.ansi(2), yellow = Color.ansi(3)
+    public static let blue = Color.ansi(4), magenta = Color.ansi(5), cyan = Color.ansi(6), white = Color.ansi(7)
+    public static let gray = Color.ansi(8), brightRed = Color.ansi(9), brightGreen = Color.ansi(10)
+    public static let brightYellow = Color.ansi(11), brightBlue = Color.ansi(12), brightCyan = Color.ansi(14)
+}
+
+/// How a cell looks.
+public struct Style: Sendable, Hashable {
+    public var foreground: Color
+    public var background: Color
+    public var bold: Bool
+    public var dim: Bool
+    public var italic: Bool
+    public var underline: Bool
+    public var reverse: Bool
+
+    public init(foreground: Color = .default, background: Color = .default, bold: Bool = false, dim: Bool = false,
+                italic: Bool = false, underline: Bool = false, reverse: Bool = false) {
+        self.foreground = foreground
+        self.background = background
+        self.bold = bold
+        self.dim = dim
+        self.italic = italic
+        self.underline = underline
+        self.reverse = reverse
+    }
+
+    public static let plain = Style()
+    public func with(_ change: (inout Style) -> Void) -> Style {
+        var s = self
+        change(&s)
+        return s
+    }
+}
+
+/// One screen cell: a grapheme cluster and its style. A wide character
+/// (CJK, most emoji) takes two cells: the character, then a continuation
+/// cell (`width == 0`) that draws nothing.
+public struct Cell: Sendable, Hashable {
+    public var character: Character
+    /// Columns the character takes: 1, 2, or 0 for the continuation of a wide one.
+    public var width: UInt8
+    public var style: Style
+
+    public init(_ character: Character = " ", width: UInt8 = 1, style: Style = .plain) {
+        self.character = character
+        self.width = width
+        self.style = style
+    }
+
+    public static let blank = Cell()
+}
+
+/// A rectangle of cells, in columns and rows from the top-left corner.
+public struct Rect: Sendable, Hashable {
+    public var x: Int
+    public var y: Int
+    public var width: Int
+    public var height: Int
+    public init(x: Int, y: Int, width: Int, height: Int) {
+        self.x = x
+        self.y = y
+        self.width = max(0, width)
+        self.height = max(0, height)
+    }
+    public var maxX: Int { x + width }
+    public var maxY: Int { y + height }
+    /// This rectangle less `n` cells on every side.
+    public func inset(_ n: Int) -> Rect { Rect(x: x + n, y: y + n, width: width - 2 * n, height: height - 2 * n) }
+    /// Rows `from..<to` of this rectangle (relative, clamped).
+    public func rows(_ from: Int, _ count: Int) -> Rect {
+        let top = min(max(0, from), height)
+        return Rect(x: x, y: y + top, width: width, height: min(count, height - top))
+    }
+}
+
+/// What a screen shows: width × height cells. Content functions draw into
+/// one; the renderer compares it with the last one drawn.
+public struct Buffer: Sendable, Equatable {
+    public let width: Int
+    public let height: Int
+    public private(set) var cells: [Cell]
+
+    public init(width: Int, height: Int) {
+        self.width = max(0, width)
+        self.height = max(0, height)
+        cells = Array(repeating: .blank, count: self.width * self.height)
+    }
+
+    public var bounds: Rect { Rect(x: 0, y: 0, width: width, height: height) }
+
+    public subscript(x: Int, y: Int) -> Cell {
+        get { cells[y * width + x] }
+        set { cells[y * width + x] = newValue }
+    }
+
+    /// Writes `text` from (`x`, `y`), clipped to `clip` (default: the row to
+    /// the buffer's edge). A wide character that would not fit whole is
+    /// replaced by a space; zero-width characters (combining marks) join the
+    /// previous cell. Returns the column after the last one written.
+    @discardableResult
+    public mutating func put(_ text: String, x: Int, y: Int, style: Style = .plain, clip: Rect? = nil) -> Int {
+        let area = clip ?? bounds
+        guard y >= area.y, y < area.maxY, y >= 0, y < height else { return x }
+        let right = min(area.maxX, width)
+        var col = x
+        for ch in text {
+            let w = TextWidth.of(ch)
+            // Combining marks arrive inside their base's Character; a lone
+            // zero-width character (ZWSP, a mark at the start) draws nothing.
+            if w == 0 { continue }
+            if col >= right { break }
+            if col < area.x || col < 0 {
+                col += w
+                continue
+            }
+            if w == 2 && col + 1 >= right {
+                self[col, y] = Cell(" ", width: 1, style: style)
+                col += 1
+                break
+            }
+            clearWide(at: col, y)
+            self[col, y] = Cell(ch, width: UInt8(w), style: style)
+            if w == 2 {
+                clearWide(at: col + 1, y)
+                self[col + 1, y] = Cell(" ", width: 0, style: style)
+            }
+            col += w
+        }
+        return col
+    }
+
+    /// Writes `text` cut to `width` columns, ending in "…" when cut; pads
+    /// with spaces to `width` when `pad`.
+    @discardableResult
+    public mutating func put(_ text: String, x: Int, y: Int, width: Int, style: Style = .plain, pad: Bool = false) -> Int {
+        guard width > 0 else { return x }
+        let fitted = TextWidth.truncate(text, to: width)
+        let end = put(fitted, x: x, y: y, style: style, clip: Rect(x: x, y: y, width: width, height: 1))
+        if pad && end < x + width {
+            return put(String(repeating: " ", count: x + width - end), x: end, y: y, style: style,
+                       clip: Rect(x: x, y: y, width: width, height: 1))
+        }
+        return end
+    }
+
+    /// Sets the style of every cell in `rect` (keeping characters), or
+    /// clears them to blanks of `style` when `clear`.
+    public mutating func fill(_ rect: Rect, style: Style, clear: Bool = true) {
+        for yy in max(0, rect.y)..<min(height, rect.maxY) {
+            for xx in max(0, rect.x)..<min(width, rect.maxX) {
+                if clear { self[xx, yy] = Cell(" ", width: 1, style: style) } else { self[xx, yy].style = style }
+            }
+        }
+    }
+
+    /// A box border around `rect` with an optional title on the top edge.
+    public mutating func box(_ rect: Rect, title: String? = nil, style: Style = .plain, titleStyle: Style? = nil) {
+        guard rect.width >= 2, rect.height >= 2 else { return }
+        let right = rect.maxX - 1, bottom = rect.maxY - 1
+        for xx in rect.x...right {
+            put(xx == rect.x ? "┌" : xx == right ? "┐" : "─", x: xx, y: rect.y, style: style)
+            put(xx == rect.x ? "└" : xx == right ? "┘" : "─", x: xx, y: bottom, style: style)
+        }
+        if rect.height > 2 {
+            for yy in (rect.y + 1)..<bottom {
+                put("│", x: rect.x, y: yy, style: style)
+                put("│", x: right, y: yy, style: style)
+            }
+        }
+        if let title, rect.width > 4 {
+            put(" \(title) ", x: rect.x + 1, y: rect.y, width: rect.width - 2, style: titleStyle ?? style)
+        }
+    }
+
+    /// Overwriting one half of a wide character blanks the other half.
+    private mutating func clearWide(at x: Int, _ y: Int) {
+        guard x >= 0, x < width else { return }
+        let c = self[x, y]
+        if c.width == 0, x > 0, self[x - 1, y].width == 2 { self[x - 1, y] = Cell(" ", style: self[x - 1, y].style) }
+        if c.width == 2, x + 1 < width { self[x + 1, y] = Cell(" ", style: self[x + 1, y].style) }
+    }
+
+    /// The characters, row by row (continuation cells omitted), trailing
+    /// spaces kept: what a text snapshot compares.
+    public var text: String {
+        var out = ""
+        out.reserveCapacity((width + 1) * height)
+        for yy in 0..<height {
+            for xx in 0..<width {
+                let c = self[xx, yy]
+                if c.width != 0 { out.append(c.character) }
+            }
+            if yy < height - 1 { out.append("\n") }
+        }
+        return out
+    }
+}
+
+/// Display width of characters in a terminal (what wcwidth answers),
+/// from Unicode properties: combining and zero-width marks take 0 columns;
+/// East Asian wide/fullwidth ranges and emoji presentation take 2.
+public enum TextWidth {
+    public static func of(_ c: Character) -> Int {
+        // A cluster is as wide as its first scalar, unless it asks for emoji presentation.
+        guard let first = c.unicodeScalars.first else { return 0 }
+        if c.unicodeScalars.count > 1, c.unicodeScalars.contains(where: { $0.value == 0xFE0F }) { return 2 }
+        return of(first)
+    }
+
+    public static func of(_ s: Unicode.Scalar) -> Int {
+        let v = s.value
+        if v < 0x20 || (v >= 0x7F && v < 0xA0) { return 0 }
+        if v < 0x300 { return 1 }
+        switch s.properties.generalCategory {
+        case .nonspacingMark, .enclosingMark, .format: return 0
+        default: break
+        }
+        if v == 0x200B { return 0 }
+        if isWide(v) || s.properties.isEmojiPresentation { return 2 }
+        return 1
+    }
+
+    static func isWide(_ v: UInt32) -> Bool {
+        (0x1100...0x115F).contains(v) || (0x2E80...0x303E).contains(v) || (0x3041...0x33FF).contains(v)
+            || (0x3400...0x4DBF).contains(v) || (0x4E00...0x9FFF).contains(v) || (0xA000...0xA4CF).contains(v)
+            || (0xAC00...0xD7A3).contains(v) || (0xF900...0xFAFF).contains(v) || (0xFE30...0xFE4F).contains(v)
+            || (0xFF00...0xFF60).contains(v) || (0xFFE0...0xFFE6).contains(v) || (0x20000...0x3FFFD).contains(v)
+    }
+
+    public static func of(_ s: String) -> Int { s.reduce(0) { $0 + of($1) } }
+
+    /// `s` cut to at most `width` columns, with "…" as the last column when cut.
+    public static func truncate(_ s: String, to width: Int) -> String {
+        guard width > 0 else { return "" }
+        if of(s) <= width { return s }
+        var out = ""
+        var used = 0
+        for ch in s {
+            let w = of(ch)
+            if used + w > width - 1 { break }
+            out.append(ch)
+            used += w
+        }
+        return out + "…"
+    }
+
+    /// `s` padded with spaces (or cut) to exactly `width` columns.
+    public static func pad(_ s: String, to width: Int, alignRight: Bool = false) -> String {
+        let cut = truncate(s, to: width)
+        let gap = String(repeating: " ", count: max(0, width - of(cut)))
+        return alignRight ? gap + cut : cut + gap
+    }
+}

@@ -1,0 +1,42 @@
+import Testing
+@testable import TerminalUI
+
+@Suite struct BufferTests {
+    @Test func putClipsAndTruncatesWithAnEllipsis() {
+        var b = Buffer(width: 10, height: 2)
+        b.put("Heart Strap 72 bpm", x: 0, y: 0, width: 10)
+        #expect(b.text.split(separator: "\n").first == "Heart Str…")
+        let end = b.put("abc", x: 8, y: 1)
+        #expect(end == 10)
+        #expect(b.text.split(separator: "\n", omittingEmptySubsequences: false)[1] == "        ab")
+    }
+
+    @Test func wideAndCombiningCharactersKeepColumnsAligned() {
+        #expect(TextWidth.of("温度") == 4)
+        #expect(TextWidth.of("e\u{301}") == 1)          // e + combining acute: one column
+        #expect(TextWidth.of("🌡️") == 2)
+        #expect(TextWidth.of("°C") == 2)
+        var b = Buffer(width: 6, height: 1)
+        b.put("温度x", x: 0, y: 0)
+        #expect(b[0, 0].width == 2 && b[1, 0].width == 0 && b[4, 0].character == "x")
+        #expect(b.text == "温度x ")
+        // A wide character that does not fit whole becomes a space.
+        var c = Buffer(width: 3, height: 1)
+        c.put("a温度", x: 0, y: 0)
+        #expect(c.text == "a温")
+        var d = Buffer(width: 2, height: 1)
+        d.put("a温", x: 0, y: 0)
+        #expect(d.text == "a ")
+        // Overwriting half of a wide character blanks the other half.
+        b.put("y", x: 1, y: 0)
+        #expect(b.text == " y度x ")
+        #expect(TextWidth.truncate("温度温度", to: 5) == "温度…")
+        #expect(TextWidth.pad("ab", to: 4) == "ab  " && TextWidth.pad("ab", to: 4, alignRight: true) == "  ab")
+    }
+
+    @Test func boxDrawsBordersAndTitle() {
+        var b = Buffer(width: 12, height: 3)
+        b.box(b.bounds, title: "Devices")
+        #expect(b.text == "┌ Devices ─┐\n│          │\n└──────────┘")
+    }
+}
