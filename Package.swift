@@ -62,16 +62,17 @@ let package = Package(
         // MARK: Layer 3: front ends (Screen owns a presenter; Content is pure State -> output)
         // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
         .target(name: "TerminalUI"),
+        .target(name: "Dashboard", dependencies: ["TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
 
         // MARK: Executables
         .executableTarget(
             name: "blecompanion",
             dependencies: [
-                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "TerminalUI",
+                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "TerminalUI"]),
+        .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI"]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
         // Test support: writes readings until killed (crash-consistency test).
         .executableTarget(name: "readings-writer", dependencies: ["Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),
@@ -88,5 +89,6 @@ let package = Package(
         ]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus"]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
+        .testTarget(name: "DashboardTests", dependencies: ["Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus"], exclude: ["Snapshots"]),
     ]
 )

@@ -156,6 +156,7 @@ public final class AdaptersPresenter: Presenter {
         /// Back to the default filter (edits only; apply to use it).
         case filterReset
         case errorDismissed
+        case backRequested
         /// A snapshot arrived from the repository (sent by the presenter itself).
         case repositoryChanged(AdapterListSnapshot)
     }
@@ -166,8 +167,11 @@ public final class AdaptersPresenter: Presenter {
     private let latest = Mutex<AdapterListSnapshot?>(nil)
     private let runtime = PresenterRuntime<Action>(label: "blecompanion.presenter.adapters")
 
-    public init(repository: any AdapterRepository) {
+    private let navigator: Navigator?
+
+    public init(repository: any AdapterRepository, navigator: Navigator? = nil) {
         self.repository = repository
+        self.navigator = navigator
         runtime.start { [weak self] action in await self?.handle(action) }
         runtime.follow(repository.snapshots()) { .repositoryChanged($0) }
     }
@@ -178,6 +182,8 @@ public final class AdaptersPresenter: Presenter {
 
     private func handle(_ action: Action) async {
         switch action {
+        case .backRequested:
+            navigator?.pop()
         case let .adapterSelected(id):
             guard latest.withLock({ $0 })?.adapters.contains(where: { $0.id == id }) == true else { return }
             update { $0.selected = id }

@@ -42,26 +42,32 @@ public final class DeviceListPresenter: Presenter {
     /// One row as every front end shows it.
     public struct Row: Sendable, Equatable, Identifiable {
         public let id: DeviceID
+        /// Name or alias, else the address.
         public var title: String
         public var rssi: Int16?
         public var format: String?
-        /// Decoded readings, e.g. "temperature=21.5 °C" (as the CLI prints them).
-        public var readings: [String]
+        /// Decoded readings (front ends format them).
+        public var readings: [Reading]
         public var paired: Bool
+        public var trusted: Bool
         public var connected: Bool
+        public var lastSeen: Date?
         /// Not heard from for longer than the stale threshold.
         public var stale: Bool
         /// The connection manager's status when the device is watched, nil when not.
         public var watch: ConnectionStatus?
-        public init(id: DeviceID, title: String, rssi: Int16?, format: String?, readings: [String], paired: Bool, connected: Bool,
-                    stale: Bool, watch: ConnectionStatus? = nil) {
+        public init(id: DeviceID, title: String, rssi: Int16? = nil, format: String? = nil, readings: [Reading] = [],
+                    paired: Bool = false, trusted: Bool = false, connected: Bool = false, lastSeen: Date? = nil,
+                    stale: Bool = false, watch: ConnectionStatus? = nil) {
             self.id = id
             self.title = title
             self.rssi = rssi
             self.format = format
             self.readings = readings
             self.paired = paired
+            self.trusted = trusted
             self.connected = connected
+            self.lastSeen = lastSeen
             self.stale = stale
             self.watch = watch
         }
@@ -96,6 +102,7 @@ public final class DeviceListPresenter: Presenter {
         case sortChanged(Sort)
         case deviceSelected(DeviceID)
         case eventLogRequested
+        case adaptersRequested
         // Sent by the presenter itself:
         /// A snapshot arrived from the repository.
         case repositoryChanged(DeviceListSnapshot)
@@ -162,6 +169,8 @@ public final class DeviceListPresenter: Presenter {
             update { $0.filter.watchedOnly.toggle() }
         case .eventLogRequested:
             navigator.push(.eventLog)
+        case .adaptersRequested:
+            navigator.push(.adapters)
         case let .watchesChanged(watches):
             latest.watches = watches
             update { _ in }
@@ -270,9 +279,8 @@ public final class DeviceListPresenter: Presenter {
         case .lastSeen: sorted = kept.sorted { ($0.lastSeen ?? .distantPast, $1.id.address) > ($1.lastSeen ?? .distantPast, $0.id.address) }
         }
         return sorted.map { d in
-            Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format,
-                readings: d.readings.map(\.description),
-                paired: d.paired, connected: d.connected,
+            Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format, readings: d.readings,
+                paired: d.paired, trusted: d.trusted, connected: d.connected, lastSeen: d.lastSeen,
                 stale: d.lastSeen.map { now.timeIntervalSince($0) > expiry.staleAfter } ?? false,
                 watch: watches[d.id.address])
         }

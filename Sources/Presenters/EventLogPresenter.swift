@@ -64,6 +64,7 @@ public final class EventLogPresenter: Presenter {
         case followToggled
         case clearRequested
         case entrySelected(UInt64)
+        case backRequested
         /// The log changed (sent by the presenter itself).
         case logChanged(EventLogSnapshot)
     }
@@ -108,6 +109,8 @@ public final class EventLogPresenter: Presenter {
         case let .entrySelected(id):
             guard let device = latest.value?.entries.first(where: { $0.id == id })?.device else { return }
             navigator.push(.deviceDetail(device))
+        case .backRequested:
+            navigator.pop()
         case let .logChanged(snapshot):
             latest.value = snapshot
             update { $0.dropped = snapshot.dropped }

@@ -157,6 +157,11 @@ public struct Buffer: Sendable, Equatable {
     /// clears them to blanks of `style` when `clear`.
     public mutating func fill(_ rect: Rect, style: Style, clear: Bool = true) {
         for yy in max(0, rect.y)..<min(height, rect.maxY) {
+            // A wide character cut by the rectangle's edges loses its outer half.
+            if clear {
+                clearWide(at: max(0, rect.x), yy)
+                clearWide(at: min(width, rect.maxX) - 1, yy)
+            }
             for xx in max(0, rect.x)..<min(width, rect.maxX) {
                 if clear { self[xx, yy] = Cell(" ", width: 1, style: style) } else { self[xx, yy].style = style }
             }

@@ -21,9 +21,8 @@ import Domain
     typealias P = DeviceListPresenter
 
     func row(_ d: DeviceRecord, stale: Bool = false, watch: ConnectionStatus? = nil) -> P.Row {
-        P.Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format,
-              readings: d.readings.map(\.description),
-              paired: d.paired, connected: d.connected, stale: stale, watch: watch)
+        P.Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format, readings: d.readings,
+              paired: d.paired, trusted: d.trusted, connected: d.connected, lastSeen: d.lastSeen, stale: stale, watch: watch)
     }
 
     @Test func everyStateInOrderForListingFilteringSortingAndSelecting() async throws {
@@ -140,7 +139,7 @@ import Domain
     @Test func rowsArePureAndMarkStaleDevices() throws {
         let clock = TestClock()
         let devices = try home(clock)
-        #expect(P.rows(devices, filter: P.Filter(text: "ruuvi"), sort: .rssi, now: clock.now).first?.readings == ["temperature=24.5 °C"])
+        #expect(P.rows(devices, filter: P.Filter(text: "ruuvi"), sort: .rssi, now: clock.now).first?.readings.map(\.description) == ["temperature=24.5 °C"])
         let rows = P.rows(devices, filter: P.Filter(), sort: .lastSeen, now: clock.now)
         #expect(rows.map(\.stale) == [false, false, true])
         #expect(rows.last?.title == "D0:3A:1B:2C:3D:4E")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import BLEParsing
 import BlueZ
 import BlueZSimulator
 import DBus
@@ -20,7 +21,7 @@ import Domain
         let found = await waitFor(presenter, within: 10) { state in
             guard case .on = state.scan, let rows = state.devices.value else { return false }
             return rows.count >= 9
-                && rows.contains { $0.title == "Ruuvi 884F" && $0.format == "ruuvi" && $0.readings.contains { $0.hasPrefix("temperature=") && $0.hasSuffix(" °C") } }
+                && rows.contains { $0.title == "Ruuvi 884F" && $0.format == "ruuvi" && $0.readings.contains { $0.kind == .temperature && $0.unit == "°C" } }
         }
         #expect(found, "\(presenter.state)")
 

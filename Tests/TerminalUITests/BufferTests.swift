@@ -31,6 +31,11 @@ import Testing
         b.put("y", x: 1, y: 0)
         #expect(b.text == " y度x ")
         #expect(TextWidth.truncate("温度温度", to: 5) == "温度…")
+        // Filling a rectangle that cuts a wide character blanks its other half.
+        var e = Buffer(width: 6, height: 1)
+        e.put("温度計", x: 0, y: 0)
+        e.fill(Rect(x: 1, y: 0, width: 2, height: 1), style: .plain)
+        #expect(e.text == "    計")
         #expect(TextWidth.pad("ab", to: 4) == "ab  " && TextWidth.pad("ab", to: 4, alignRight: true) == "  ab")
     }
 
