@@ -101,6 +101,11 @@ public final class DashboardScreen {
     /// added by the app loop with `post(_:)`.
     public var changes: AsyncStream<DashboardEvent> { events }
     public func post(_ event: DashboardEvent) { sink.yield(event) }
+    /// `post` as a value other tasks can hold (terminal input, tests).
+    public var poster: @Sendable (DashboardEvent) -> Void {
+        let sink = self.sink
+        return { sink.yield($0) }
+    }
 
     private func follow<T: Sendable>(_ stream: AsyncStream<T>, _ map: @escaping @Sendable (T) -> DashboardEvent) -> Void {
         let sink = self.sink
@@ -143,7 +148,8 @@ public final class DashboardScreen {
         case .tick:
             view.spinner &+= 1
         }
-        view.notices.removeAll { $0.expires <= view.now }
+        let now = view.now
+        view.notices.removeAll { $0.expires <= now }
     }
 
     private func noteDetailFailures(old: DeviceDetailPresenter.State?, new: DeviceDetailPresenter.State) {
@@ -354,8 +360,8 @@ public final class DashboardScreen {
     private func codeKey(_ key: Key, _ p: PairingPresenter.State) {
         guard let pairing else { return }
         switch key {
-        case let .character(c): pairing.send(.inputChanged(p.input + String(c)))
-        case .backspace: pairing.send(.inputChanged(String(p.input.dropLast())))
+        case let .character(c): pairing.send(.inputCharacterTyped(c))
+        case .backspace: pairing.send(.inputCharacterDeleted)
         case .enter: pairing.send(.inputSubmitted)
         case .escape: pairing.send(.cancelled)
         case .ctrl("c"): quitRequested = true

@@ -37,6 +37,10 @@ public final class PairingPresenter: Presenter {
     public enum Action: Sendable, Equatable {
         case pairRequested
         case inputChanged(String)
+        /// One character typed / the last one deleted: applied to the input
+        /// as it is when the action runs, so fast typing loses nothing.
+        case inputCharacterTyped(Character)
+        case inputCharacterDeleted
         case inputSubmitted
         case accepted
         case rejected
@@ -83,10 +87,11 @@ public final class PairingPresenter: Presenter {
                 }
             })
         case let .inputChanged(text):
-            store.update { s in
-                s.input = text
-                s.inputProblem = PairingPresenter.problem(with: text, for: s.phase)
-            }
+            setInput(text)
+        case let .inputCharacterTyped(c):
+            setInput(store.state.input + String(c))
+        case .inputCharacterDeleted:
+            setInput(String(store.state.input.dropLast()))
         case .inputSubmitted:
             guard let p = prompt.withLock({ $0 }), store.state.inputProblem == nil else { return }
             let text = store.state.input
@@ -123,6 +128,13 @@ public final class PairingPresenter: Presenter {
                 s.input = ""
                 s.inputProblem = nil
             }
+        }
+    }
+
+    private func setInput(_ text: String) {
+        store.update { s in
+            s.input = text
+            s.inputProblem = PairingPresenter.problem(with: text, for: s.phase)
         }
     }
 

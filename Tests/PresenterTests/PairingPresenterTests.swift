@@ -103,10 +103,22 @@ final class FakePairingService: PairingService {
         expected.input = String(repeating: "9", count: 17)
         await states.expectNext(expected)
         presenter.send(.inputSubmitted)            // refused
-        presenter.send(.inputChanged("0000"))
-        expected.input = "0000"
+        presenter.send(.inputChanged(""))
+        expected.input = ""
+        await states.expectNext(expected)
+        presenter.send(.inputCharacterTyped("0"))
+        presenter.send(.inputCharacterTyped("0"))
+        presenter.send(.inputCharacterTyped("7"))
+        presenter.send(.inputCharacterDeleted)
+        presenter.send(.inputCharacterTyped("0"))
+        presenter.send(.inputCharacterTyped("0"))
+        expected.input = "0"
         expected.inputProblem = nil
         await states.expectNext(expected)
+        for text in ["00", "007", "00", "000", "0000"] {
+            expected.input = text
+            await states.expectNext(expected)
+        }
         presenter.send(.inputSubmitted)
 
         // RequestAuthorization, accepted.

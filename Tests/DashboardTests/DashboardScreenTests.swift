@@ -1,0 +1,230 @@
+import Foundation
+import Synchronization
+import Testing
+import BLEParsing
+import BlueZ
+import DBus
+import Domain
+import Presenters
+import TerminalUI
+@testable import Dashboard
+
+// Fakes implementing the repositories' protocols (the screen runs real presenters on them).
+
+final class ListRepository: DeviceRepository {
+    let store: StateStore<DeviceListSnapshot>
+    let scans = Mutex<[Bool]>([])
+    init(_ snapshot: DeviceListSnapshot) { store = StateStore(snapshot) }
+    func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
+    func setScanning(_ on: Bool) async throws(DomainError) {
+        scans.withLock { $0.append(on) }
+        store.update { $0.scanning = on }
+    }
+}
+
+final class Control: DeviceControl {
+    let store = StateStore(DeviceDetailSnapshot(availability: .available))
+    let calls = Mutex<[String]>([])
+    func details(of id: DeviceID) -> AsyncStream<DeviceDetailSnapshot> { store.states() }
+    func connect(_ id: DeviceID) async throws(DomainError) { calls.withLock { $0.append("connect \(id.address)") } }
+    func disconnect(_ id: DeviceID) async throws(DomainError) { calls.withLock { $0.append("disconnect") } }
+    func setTrusted(_ on: Bool, _ id: DeviceID) async throws(DomainError) { calls.withLock { $0.append("trust \(on)") } }
+    func forget(_ id: DeviceID) async throws(DomainError) { calls.withLock { $0.append("forget") } }
+    func read(_ c: GATTAttributeID) async throws(DomainError) -> [UInt8] {
+        calls.withLock { $0.append("read") }
+        throw DomainError("reading failed: org.bluez.Error.NotPermitted")
+    }
+    func write(_ c: GATTAttributeID, _ value: [UInt8], withoutResponse: Bool) async throws(DomainError) {
+        calls.withLock { $0.append("write \(value)") }
+    }
+    func setNotifying(_ on: Bool, _ c: GATTAttributeID) async throws(DomainError) { calls.withLock { $0.append("notify \(on)") } }
+}
+
+/// Asks for a passkey and finishes pairing when it is answered.
+final class Pairing: PairingService {
+    let store = StateStore<PairingPrompt?>(nil)
+    let answers = Mutex<[AgentResponse]>([])
+    let paired = Mutex<[DeviceID]>([])
+    private let waiting = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    func prompts() -> AsyncStream<PairingPrompt?> { store.states() }
+    func outcomes() -> AsyncStream<PairingOutcome> { AsyncStream { $0.finish() } }
+    func pair(_ device: DeviceID) async throws(DomainError) {
+        paired.withLock { $0.append(device) }
+        await withCheckedContinuation { c in
+            waiting.withLock { $0 = c }
+            store.update { $0 = PairingPrompt(id: 1, request: .passkey(device)) }
+        }
+        store.update { $0 = nil }
+    }
+    func answer(_ id: UInt64, _ response: AgentResponse) {
+        answers.withLock { $0.append(response) }
+        waiting.withLock { w in defer { w = nil }; return w }?.resume()
+    }
+}
+
+final class Adapters: AdapterRepository {
+    let store: StateStore<AdapterListSnapshot>
+    init(_ s: AdapterListSnapshot) { store = StateStore(s) }
+    func snapshots() -> AsyncStream<AdapterListSnapshot> { store.states() }
+    func setPowered(_ on: Bool, adapter: AdapterID) async throws(DomainError) {}
+    func setDiscoverable(_ on: Bool, adapter: AdapterID) async throws(DomainError) {}
+    func setPairable(_ on: Bool, adapter: AdapterID) async throws(DomainError) {}
+    func setScanning(_ on: Bool, adapter: AdapterID, filter: DiscoveryFilter) async throws(DomainError) {}
+}
+
+@Suite(.timeLimit(.minutes(1))) struct DashboardScreenTests {
+    let hci0 = AdapterID(path: "/org/bluez/hci0")
+
+    struct Harness {
+        let screen: DashboardScreen
+        let list: ListRepository
+        let control: Control
+        let pairing: Pairing
+        let log: EventLog
+        let device: DeviceID
+        let characteristic: GATTAttributeID
+    }
+
+    func start() throws -> Harness {
+        let device = DeviceID(adapter: hci0, address: try BluetoothAddress("A4:C1:38:00:00:02"))
+        let other = DeviceID(adapter: hci0, address: try BluetoothAddress("C0:FE:00:00:00:01"))
+        let list = ListRepository(DeviceListSnapshot(availability: .available, devices: [
+            DeviceRecord(id: device, name: "Heart Strap", rssi: -60),
+            DeviceRecord(id: other, name: "Ruuvi 0001", rssi: -70, format: "ruuvi"),
+        ]))
+        let control = Control()
+        guard let c = GATTAttributeID(path: try ObjectPath(device.path.rawValue + "/service0010/char0014")),
+              let s = GATTAttributeID(path: try ObjectPath(device.path.rawValue + "/service0010")) else { throw DomainError("path") }
+        var d = DeviceDetails(id: device)
+        d.name = "Heart Strap"
+        d.connected = true
+        d.servicesResolved = true
+        control.store.update {
+            $0 = DeviceDetailSnapshot(availability: .available, device: d, services: [GATTServiceNode(
+                id: s, uuid: "0000180d-0000-1000-8000-00805f9b34fb", name: "Heart Rate", primary: true,
+                characteristics: [GATTCharacteristicNode(id: c, uuid: "00002a38-0000-1000-8000-00805f9b34fb", name: "Body Sensor Location",
+                                                         flags: ["read", "write"], canRead: true, canWrite: true, canWriteWithoutResponse: false,
+                                                         canNotify: false, notifying: false, value: [1], decoded: nil, descriptors: [])])])
+        }
+        let pairing = Pairing()
+        let log = EventLog()
+        let adapters = Adapters(AdapterListSnapshot(bluetoothdAvailable: true))
+        let env = DashboardEnvironment(devices: list, control: control, history: nil, watchList: nil, pairing: pairing,
+                                       adapters: adapters, log: log)
+        return Harness(screen: DashboardScreen(environment: env), list: list, control: control, pairing: pairing, log: log,
+                       device: device, characteristic: c)
+    }
+
+    /// Applies the screen's own events until `condition` holds (they arrive
+    /// from the presenters asynchronously).
+    func settle(_ screen: DashboardScreen, _ condition: (DashboardView) -> Bool) async -> Bool {
+        if condition(screen.view) { return true }
+        let events = screen.changes
+        let deadline = ContinuousClock.now + .seconds(5)
+        // A tick every 50 ms, so a quiet stream cannot hold the wait past its deadline.
+        let post = screen.poster
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(50))
+                post(.tick)
+            }
+        }
+        defer { ticker.cancel() }
+        for await e in events {
+            screen.apply(e)
+            if condition(screen.view) { return true }
+            if ContinuousClock.now > deadline { return false }
+        }
+        return false
+    }
+
+    func press(_ screen: DashboardScreen, _ keys: Key...) {
+        for k in keys { screen.apply(.terminal(.key(k))) }
+    }
+
+    @Test func scanSearchOpenConnectReadAndBack() async throws {
+        let h = try start()
+        let screen = h.screen
+        #expect(await settle(screen) { $0.list.devices.value?.count == 2 })
+        press(screen, .character("s"))
+        #expect(await settle(screen) { $0.list.scan == .on })
+        #expect(h.list.scans.withLock { $0 } == [true])
+
+        // Search filters as the user types; Esc clears it.
+        press(screen, .character("/"), .character("r"), .character("u"))
+        #expect(screen.view.context == .input)
+        #expect(await settle(screen) { $0.list.filter.text == "ru" && $0.list.devices.value?.map(\.title) == ["Ruuvi 0001"] })
+        press(screen, .escape)
+        #expect(await settle(screen) { $0.list.filter.text == "" && $0.list.devices.value?.count == 2 })
+        #expect(screen.view.input == nil)
+
+        // Enter opens the selected device; c connects; Enter reads the selected characteristic.
+        press(screen, .character("j"), .character("k"), .enter)
+        #expect(await settle(screen) { $0.screen == .deviceDetail(h.device) && $0.detail?.services.value?.count == 1 })
+        press(screen, .character("c"))       // connected: c disconnects
+        #expect(await settle(screen) { _ in h.control.calls.withLock { $0 } == ["disconnect"] })
+        press(screen, .enter)
+        // A failure is logged and becomes a notice.
+        #expect(await settle(screen) { $0.notices.last?.text.contains("reading failed") == true }, "\(screen.view.notices)")
+        #expect(h.log.current.entries.last?.message.contains("reading failed") == true)
+
+        // w opens a hex field; Enter writes.
+        press(screen, .character("w"), .character("0"), .character("2"), .enter)
+        #expect(await settle(screen) { _ in h.control.calls.withLock { $0.last } == "write [2]" })
+
+        // ? shows the detail screen's keys; Esc closes; Esc goes back.
+        press(screen, .character("?"))
+        #expect(screen.view.help)
+        let helpText = DashboardContent.render(screen.view, width: 80, height: 24).text
+        #expect(helpText.contains("Keys — device") && helpText.contains("notifications on/off"))
+        press(screen, .escape)
+        #expect(!screen.view.help)
+        press(screen, .escape)
+        #expect(await settle(screen) { $0.screen == .deviceList && $0.detail == nil })
+        press(screen, .character("q"))
+        #expect(screen.quitRequested)
+    }
+
+    @Test func pairingAPasskeyDeviceFromTheDetailScreen() async throws {
+        let h = try start()
+        let screen = h.screen
+        #expect(await settle(screen) { $0.list.devices.value?.count == 2 })
+        press(screen, .enter)
+        #expect(await settle(screen) { $0.screen == .deviceDetail(h.device) && $0.detail?.device.value != nil })
+        press(screen, .character("p"))
+        #expect(await settle(screen) { v in
+            if case .pairing(question: .enterPasskey)? = v.pairing?.phase { return v.screen == .pairing(h.device) }
+            return false
+        }, "\(screen.view.screen) \(String(describing: screen.view.pairing)) \(h.pairing.paired.withLock { $0 })")
+        #expect(screen.view.context == .pairing)
+        for c in "123456" { press(screen, .character(c)) }
+        #expect(await settle(screen) { $0.pairing?.input == "123456" && $0.pairing?.inputProblem == nil })
+        press(screen, .enter)
+        #expect(await settle(screen) { _ in h.pairing.answers.withLock { $0 } == [.passkey(123456)] })
+        #expect(await settle(screen) { $0.pairing?.phase == .paired })
+        #expect(DashboardContent.render(screen.view, width: 80, height: 24).text.contains("✓ Paired with Heart Strap."))
+        press(screen, .escape)
+        #expect(await settle(screen) { $0.screen == .deviceDetail(h.device) && $0.pairing == nil })
+    }
+
+    @Test func idleMeansNoTicksAndScanningSpins() async throws {
+        let h = try start()
+        let screen = h.screen
+        #expect(await settle(screen) { $0.list.devices.value?.count == 2 })
+        // Nothing moves: no last-seen ages (no device heard yet), no scan, no notices.
+        #expect(screen.nextTickInterval() == nil)
+        press(screen, .character("s"))
+        #expect(await settle(screen) { $0.list.scan == .on })
+        #expect(screen.nextTickInterval() == .milliseconds(125))
+    }
+
+    @Test func mouseSelectsThenOpens() async throws {
+        let h = try start()
+        let screen = h.screen
+        #expect(await settle(screen) { $0.list.devices.value?.count == 2 })
+        screen.apply(.terminal(.mouse(MouseEvent(kind: .press(button: 0), x: 5, y: DashboardScreen.listTop + 1))))
+        #expect(screen.view.listCursor == 1)
+        screen.apply(.terminal(.mouse(MouseEvent(kind: .press(button: 0), x: 5, y: DashboardScreen.listTop + 1))))
+        #expect(await settle(screen) { v in if case .deviceDetail = v.screen { return true } else { return false } })
+    }
+}
