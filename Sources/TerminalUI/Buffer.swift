@@ -124,6 +124,7 @@ public struct Buffer: Sendable, Equatable {
                 continue
             }
             if w == 2 && col + 1 >= right {
+                clearWide(at: col, y)
                 self[col, y] = Cell(" ", width: 1, style: style)
                 col += 1
                 break
@@ -163,7 +164,12 @@ public struct Buffer: Sendable, Equatable {
                 clearWide(at: min(width, rect.maxX) - 1, yy)
             }
             for xx in max(0, rect.x)..<min(width, rect.maxX) {
-                if clear { self[xx, yy] = Cell(" ", width: 1, style: style) } else { self[xx, yy].style = style }
+                if clear {
+                    clearWide(at: xx, yy)
+                    self[xx, yy] = Cell(" ", width: 1, style: style)
+                } else {
+                    self[xx, yy].style = style
+                }
             }
         }
     }

@@ -13,6 +13,7 @@ usage: bench dbus-receive --address ADDRESS --count N
        bench parsing [--json] [--iterations N]
        bench bluez-sim --address ADDRESS --devices D
        bench bluez-ingest --address ADDRESS --devices D [--count N]
+       bench terminal-diff [--json] [--color-mode MODE] [--min-time S]
 """
 
 switch arguments.first {
@@ -28,6 +29,8 @@ case "bluez-ingest":
     exit(await BlueZIngestBench.runIngest(Array(arguments.dropFirst())))
 case "parsing":
     exit(ParsingBench.run(Array(arguments.dropFirst())))
+case "terminal-diff":
+    exit(TerminalDiffBench.run(Array(arguments.dropFirst())))
 default:
     writeError(usage)
     exit(64)

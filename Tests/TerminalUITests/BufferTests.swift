@@ -44,4 +44,20 @@ import Testing
         b.box(b.bounds, title: "Devices")
         #expect(b.text == "┌ Devices ─┐\n│          │\n└──────────┘")
     }
+
+    /// Found by the renderer's round-trip test: both left a wide character
+    /// with its second half overwritten (3 columns of text in 2 cells).
+    @Test func fillAndAWideCharacterThatDoesNotFitBlankTheOtherHalf() {
+        var b = Buffer(width: 3, height: 1)
+        b.put("温", x: 0, y: 0)
+        b.fill(Rect(x: 1, y: 0, width: 1, height: 1), style: .plain)
+        #expect(b[0, 0].width == 1 && b.text == "   ")
+        b.put("温", x: 0, y: 0)
+        b.fill(Rect(x: 0, y: 0, width: 1, height: 1), style: .plain)
+        #expect(b[1, 0].width == 1 && b.text == "   ")
+        var c = Buffer(width: 3, height: 1)
+        c.put("a温", x: 0, y: 0)
+        c.put("度", x: 2, y: 0)
+        #expect(c[1, 0].width == 1 && c.text == "a  ")
+    }
 }
