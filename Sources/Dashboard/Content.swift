@@ -378,7 +378,9 @@ public enum DashboardContent {
             if let format = d.format {
                 lines.append(("\(format): \(d.readings.map { Format.reading($0) }.joined(separator: ", "))", Theme.accent))
             }
-            lines.append(("Seen \(Format.age(d.lastSeen, now: view.now)) ago · \(d.uuids.count) service UUID\(d.uuids.count == 1 ? "" : "s")", Theme.dim))
+            let age = Format.age(d.lastSeen, now: view.now)
+            let seen = d.lastSeen == nil ? "Not heard this session" : age == "now" ? "Heard just now" : "Heard \(age) ago"
+            lines.append(("\(seen) · \(d.uuids.count) service UUID\(d.uuids.count == 1 ? "" : "s")", Theme.dim))
             lines.append((historyLine(s, view: view, width: inner.width), .plain))
         }
         for (i, line) in lines.enumerated() where i < inner.height {

@@ -219,8 +219,19 @@ public final class DashboardScreen {
     }
 
     private func clampListCursor() {
-        let count = view.list.devices.value?.count ?? 0
-        view.listCursor = min(max(0, view.listCursor), max(0, count - 1))
+        let rows = view.list.devices.value ?? []
+        if let selected = view.listSelection, let index = rows.firstIndex(where: { $0.id == selected }) {
+            view.listCursor = index
+        } else {
+            view.listCursor = min(max(0, view.listCursor), max(0, rows.count - 1))
+            view.listSelection = rows.indices.contains(view.listCursor) ? rows[view.listCursor].id : nil
+        }
+    }
+
+    private func selectListRow(_ index: Int) {
+        let rows = view.list.devices.value ?? []
+        view.listCursor = index
+        view.listSelection = rows.indices.contains(index) ? rows[index].id : nil
     }
 
     // MARK: Keys
@@ -283,7 +294,10 @@ public final class DashboardScreen {
     private func listCommand(_ command: Command) {
         let rows = view.list.devices.value ?? []
         switch command {
-        case .up, .down, .pageUp, .pageDown, .top, .bottom: move(&view.listCursor, command, count: rows.count)
+        case .up, .down, .pageUp, .pageDown, .top, .bottom:
+            var cursor = view.listCursor
+            move(&cursor, command, count: rows.count)
+            selectListRow(cursor)
         case .open:
             if rows.indices.contains(view.listCursor) { list.send(.deviceSelected(rows[view.listCursor].id)) }
         case .toggleScan: list.send(.scanToggled)
@@ -481,7 +495,7 @@ public final class DashboardScreen {
             let first = DashboardContent.scrollOffset(cursor: view.listCursor, count: rows.count, visible: visible)
             let index = first + (m.y - DashboardScreen.listTop)
             guard m.y >= DashboardScreen.listTop, rows.indices.contains(index) else { return }
-            if index == view.listCursor { list.send(.deviceSelected(rows[index].id)) } else { view.listCursor = index }
+            if index == view.listCursor { list.send(.deviceSelected(rows[index].id)) } else { selectListRow(index) }
         default: break
         }
     }

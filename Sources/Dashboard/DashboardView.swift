@@ -45,6 +45,9 @@ public struct DashboardView: Sendable, Equatable {
     public var screen: Screen = .deviceList
     public var list = DeviceListPresenter.State()
     public var listCursor = 0
+    /// The device under the cursor: the cursor follows it when the list
+    /// reorders (RSSI sorting moves rows all the time).
+    public var listSelection: DeviceID?
     public var detail: DeviceDetailPresenter.State?
     /// Index among the detail screen's characteristics.
     public var detailCursor = 0

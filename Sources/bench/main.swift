@@ -14,6 +14,7 @@ usage: bench dbus-receive --address ADDRESS --count N
        bench bluez-sim --address ADDRESS --devices D
        bench bluez-ingest --address ADDRESS --devices D [--count N]
        bench terminal-diff [--json] [--color-mode MODE] [--min-time S]
+       bench dashboard [--devices N] [--width W] [--height H] [--rounds R] [--idle SECONDS]
 """
 
 switch arguments.first {
@@ -27,6 +28,8 @@ case "bluez-sim":
     exit(await BlueZIngestBench.runSimulator(Array(arguments.dropFirst())))
 case "bluez-ingest":
     exit(await BlueZIngestBench.runIngest(Array(arguments.dropFirst())))
+case "dashboard":
+    exit(await DashboardBench.run(Array(arguments.dropFirst())))
 case "parsing":
     exit(ParsingBench.run(Array(arguments.dropFirst())))
 case "terminal-diff":

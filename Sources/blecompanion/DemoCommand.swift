@@ -5,6 +5,7 @@ import BlueZSimulator
 import DBus
 import Dispatch
 import Foundation
+import TerminalUI
 
 /// `blecompanion demo`: runs with no Bluetooth hardware. It reports what the
 /// doctor finds on this host, then starts a private dbus-daemon with the
@@ -13,7 +14,9 @@ import Foundation
 /// then a connection to the heart-rate strap and its notifications.
 /// Everything it starts is stopped on exit, including on Ctrl-C and SIGTERM.
 ///
-/// (The terminal dashboard replaces the scan output in later work.)
+/// On a terminal it opens the dashboard on the simulated home; with
+/// `--text`, or when the output is not a terminal, it prints a scripted walk
+/// through the same steps instead.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
@@ -30,6 +33,12 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(help: "Skip the host check (doctor) at the start.")
     var skipDoctor = false
 
+    @Flag(help: "Print a scripted walk-through instead of opening the dashboard (the default when the output is not a terminal).")
+    var text = false
+
+    @Option(help: "With the dashboard: the state directory for settings and readings (default: a temporary one, removed on exit).")
+    var stateDir: String?
+
     func validate() throws {
         guard duration > 0, duration <= 3600 else {
             throw ValidationError("--duration must be between 0 and 3600 seconds, got \(duration)")
@@ -37,6 +46,7 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if !text && isatty(1) == 1 { return try await runDashboard() }
         if !skipDoctor {
             out("== This host (blecompanion doctor) ==")
             var findings = await localFindings(host: .live)
@@ -86,6 +96,46 @@ struct DemoCommand: AsyncParsableCommand {
         }
         await simulator.stop()
         out("\nDone; the simulator and the private bus are stopped.")
+    }
+
+    /// The dashboard on a private bus with the simulator. The terminal
+    /// session handles SIGINT/SIGTERM (restoring the terminal); the loop then
+    /// returns and everything started here is stopped.
+    private func runDashboard() async throws {
+        let terminal: TerminalSession
+        do { terminal = try openTerminal() } catch let e as CLIError {
+            printError("demo: \(e.description)")
+            throw ExitCode(1)
+        }
+        let path: String
+        let loaded: Scenario
+        let bus: PrivateBus
+        do {
+            path = try DemoCommand.scenarioPath(scenario)
+            loaded = try Scenario.load(path: path)
+            bus = try PrivateBus.start()
+        } catch {
+            terminal.restore()
+            printError("demo: \(error)")
+            throw ExitCode(1)
+        }
+        signal(SIGPIPE, SIG_IGN)
+        defer { bus.stop() }
+        let simulator = BlueZSimulator(scenario: loaded)
+        let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-demo-\(getpid())")
+        let directory = stateDir.map { URL(fileURLWithPath: $0, isDirectory: true) } ?? temporary
+        defer { if stateDir == nil { try? FileManager.default.removeItem(at: temporary) } }
+        do {
+            try await simulator.start(busAddress: bus.address)
+            let services = try await DashboardServices.start(bus: .address(bus.address), adapter: nil, stateDirectory: directory)
+            await services.run(terminal: terminal)
+        } catch {
+            terminal.restore()
+            await simulator.stop()
+            printError("demo: \(error)")
+            throw ExitCode(1)
+        }
+        await simulator.stop()
     }
 
     private func showcase(address: String) async throws {

@@ -218,6 +218,21 @@ final class Adapters: AdapterRepository {
         #expect(screen.nextTickInterval() == .milliseconds(125))
     }
 
+    @Test func theCursorFollowsItsDeviceWhenTheListReorders() async throws {
+        let h = try start()
+        let screen = h.screen
+        #expect(await settle(screen) { $0.list.devices.value?.count == 2 })
+        press(screen, .character("j"))
+        #expect(screen.view.listCursor == 1 && screen.view.list.devices.value?[1].title == "Ruuvi 0001")
+        // The Ruuvi gets stronger and moves to the top: the cursor goes with it.
+        h.list.store.update { s in
+            if let i = s.devices.firstIndex(where: { $0.name == "Ruuvi 0001" }) { s.devices[i].rssi = -40 }
+        }
+        #expect(await settle(screen) { $0.list.devices.value?.first?.title == "Ruuvi 0001" })
+        #expect(screen.view.listCursor == 0)
+        #expect(screen.view.listSelection == screen.view.list.devices.value?.first?.id)
+    }
+
     @Test func mouseSelectsThenOpens() async throws {
         let h = try start()
         let screen = h.screen

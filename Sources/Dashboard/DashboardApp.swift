@@ -1,0 +1,51 @@
+import Foundation
+import TerminalUI
+
+/// The dashboard's loop: one task applies every event (keys, presenter
+/// states, ticks) to the screen, draws the content and writes only what
+/// changed. It sleeps while nothing happens: no timers run unless something
+/// on screen moves (see `DashboardScreen.nextTickInterval`).
+public enum DashboardApp {
+    /// Runs until the user quits or a terminating signal arrives. The
+    /// terminal is restored before returning (and by the session itself on
+    /// signals).
+    public static func run(_ screen: DashboardScreen, terminal: TerminalSession, colorMode: ColorMode) async {
+        var renderer = Renderer(colorMode: colorMode)
+        let post = screen.poster
+        let input = terminal.events()
+        let reader = Task {
+            for await event in input { post(.terminal(event)) }
+        }
+        defer {
+            reader.cancel()
+            terminal.restore()
+        }
+        var size = terminal.size
+        func draw() {
+            screen.lastHeight = size.height
+            let buffer = DashboardContent.render(screen.view, width: size.width, height: size.height)
+            let bytes = renderer.frame(buffer)
+            if !bytes.isEmpty { terminal.write(bytes) }
+        }
+        draw()
+        screen.scheduleTick()
+        for await event in screen.changes {
+            switch event {
+            case let .terminal(.resize(width, height)):
+                size = (width, height)
+                renderer.invalidate()
+            case .terminal(.resumed):
+                size = terminal.size
+                renderer.invalidate()
+            case .tick:
+                screen.tickFired()
+            default:
+                break
+            }
+            screen.apply(event)
+            if screen.quitRequested { return }
+            draw()
+            screen.scheduleTick()
+        }
+    }
+}

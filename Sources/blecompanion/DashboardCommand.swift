@@ -1,0 +1,93 @@
+import ArgumentParser
+import BlueZ
+import Dashboard
+import DBus
+import Domain
+import Foundation
+import TerminalUI
+
+/// `blecompanion dashboard`: the full-screen terminal dashboard.
+struct DashboardCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dashboard",
+        abstract: "Open the full-screen dashboard: scan, pair, read and watch devices.",
+        discussion: "Keys: ? lists them on every screen. Needs a terminal; for pipes use `blecompanion scan --json`.")
+
+    @Option(help: "Which bus bluetoothd is on: system (default), session, or a D-Bus address.")
+    var bus: String = "system"
+    @Option(help: "The adapter to use, e.g. hci0 (default: the settings' choice, else the first one).")
+    var adapter: String?
+    @OptionGroup var state: StateOptions
+
+    func validate() throws {
+        if let adapter { try checkAdapterName(adapter) }
+        if bus != "system" && bus != "session" && !bus.contains(":") {
+            throw ValidationError("--bus must be system, session or a D-Bus address like unix:path=/tmp/bus, got \"\(bus)\"")
+        }
+    }
+
+    func run() async throws {
+        try await runReporting {
+            let terminal = try openTerminal()
+            let services = try await DashboardServices.start(bus: DBusBusAddress(parsing: bus), adapter: adapter, stateDirectory: try state.directory())
+            await services.run(terminal: terminal)
+        }
+    }
+}
+
+/// The terminal, or why there is none.
+func openTerminal() throws -> TerminalSession {
+    do {
+        return try TerminalSession.open()
+    } catch {
+        throw CLIError("the dashboard needs a terminal (\(error)); for pipes and scripts use `blecompanion scan --json`")
+    }
+}
+
+/// Every repository and service the dashboard runs on, wired to one
+/// bluetoothd connection, the settings and the readings database.
+struct DashboardServices {
+    let screen: DashboardScreen
+    /// Kept alive for the dashboard's lifetime.
+    let parts: [any Sendable]
+
+    static func start(bus: DBusBusAddress, adapter: String?, stateDirectory: URL) async throws -> DashboardServices {
+        let client: BlueZClient
+        do { client = try await BlueZClient.connect(to: bus) } catch {
+            throw CLIError("cannot reach bluetoothd's bus: \(error.description). See `blecompanion doctor`.")
+        }
+        let settings: SettingsStore
+        let database: ReadingStore
+        do {
+            settings = try SettingsStore(directory: stateDirectory)
+            database = try ReadingStore(path: stateDirectory.appendingPathComponent("readings.sqlite").path)
+        } catch {
+            throw CLIError(error.description)
+        }
+        let adapterName = adapter ?? settings.current.adapter
+        let adapterID = (try? client.adapter(adapterName).id) ?? (try? AdapterID(name: adapterName ?? "hci0")) ?? AdapterID(path: "/org/bluez/hci0")
+        let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]? = { settings.current.bindkeys[$0] }
+        let remembered = (try? database.rememberedDevices()) ?? []
+        let adapters = BlueZAdapterRepository(client: client)
+        let devices = BlueZDeviceRepository(client: client, adapter: adapterName, remembered: remembered, bindkeys: bindkeys, scanner: adapters)
+        let control = BlueZDeviceControl(client: client, bindkeys: bindkeys)
+        let manager = ConnectionManager(backend: BlueZConnectionBackend(client: client))
+        let watches = WatchService(settings: settings, manager: manager, adapter: adapterID)
+        let pairing = BlueZPairingService(client: client)
+        let recorder = ReadingRecorder(repository: devices, store: database)
+        let log = EventLog(names: EventLog.deviceNames(in: client.mirror))
+        let feeds = [log.feed(from: client.mirror), log.feed(from: manager), log.feed(from: pairing), log.feed(from: recorder)]
+        if !client.mirror.snapshot().available { log.append(.bluetoothdVanished) }
+        let environment = DashboardEnvironment(devices: devices, control: control, history: database, watchList: watches,
+                                               pairing: pairing, adapters: adapters, log: log)
+        let screen = DashboardScreen(environment: environment)
+        return DashboardServices(screen: screen, parts: [client, settings, database, adapters, devices, control, manager, watches,
+                                                         pairing, recorder, log] + feeds)
+    }
+
+    func run(terminal: TerminalSession) async {
+        let mode = Renderer.detectColorMode(environment: ProcessInfo.processInfo.environment, isTTY: true)
+        await DashboardApp.run(screen, terminal: terminal, colorMode: mode)
+        withExtendedLifetime(parts) {}
+    }
+}
