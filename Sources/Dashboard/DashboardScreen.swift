@@ -152,10 +152,27 @@ public final class DashboardScreen {
         view.notices.removeAll { $0.expires <= now }
     }
 
+    /// Failures become log entries (and notices); finished reads and writes
+    /// a short confirmation, since a value read may equal the cached one.
     private func noteDetailFailures(old: DeviceDetailPresenter.State?, new: DeviceDetailPresenter.State) {
         if case let .failed(_, reason) = new.command, old?.command != new.command { failure(reason) }
         for (id, op) in new.operations {
             if case let .failed(reason) = op, old?.operations[id] != op { failure(reason) }
+        }
+        guard let old else { return }
+        let characteristics = new.services.value?.flatMap(\.characteristics) ?? []
+        for (id, op) in old.operations where new.operations[id] == nil {
+            guard let c = characteristics.first(where: { $0.id == id }) else { continue }
+            let name = c.name ?? Format.shortUUID(c.uuid)
+            switch op {
+            case .reading:
+                let value = c.value.map { Format.hex($0) } ?? "(empty)"
+                notice("Read \(name): \(value)\(Format.decoded(c.decoded).map { " → " + $0 } ?? "")", level: .info)
+            case .writing:
+                notice("Wrote \(name).", level: .info)
+            default:
+                break
+            }
         }
     }
 

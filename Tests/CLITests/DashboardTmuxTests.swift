@@ -1,0 +1,180 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+import Testing
+
+/// A tmux server on its own socket in a temporary directory, with one
+/// session: a real terminal for end-to-end tests of the dashboard.
+final class Tmux: @unchecked Sendable {
+    let directory: URL
+    let socket: String
+
+    init(width: Int, height: Int, command: String) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-tmux-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        socket = directory.appendingPathComponent("socket").path
+        // The server it starts keeps the client's stdout/stderr: no pipes here, or reading them never ends.
+        let started = try tmux(["new-session", "-d", "-x", "\(width)", "-y", "\(height)", "-s", "e2e", command], capture: false)
+        guard started.status == 0 else { throw DoctorCLI.TimedOut(arguments: ["tmux new-session failed"], seconds: 0) }
+    }
+
+    /// Runs tmux with posix_spawn and waitpid (its client forks the server,
+    /// which Foundation's Process does not always see exit), output to a file.
+    @discardableResult
+    func tmux(_ arguments: [String], capture: Bool = true) throws -> (status: Int32, stdout: String, stderr: String) {
+        let outPath = directory.appendingPathComponent("out-\(UUID().uuidString)").path
+        defer { unlink(outPath) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, capture ? outPath : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        let argv = ["tmux", "-S", socket] + arguments
+        var env = ProcessInfo.processInfo.environment
+        env["TERM"] = "xterm-256color"
+        env.removeValue(forKey: "TMUX")
+        let envStrings = env.map { "\($0.key)=\($0.value)" }
+        var cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
+        var cEnv: [UnsafeMutablePointer<CChar>?] = envStrings.map { strdup($0) } + [nil]
+        defer {
+            for p in cArgs { free(p) }
+            for p in cEnv { free(p) }
+        }
+        var pid: pid_t = 0
+        let rc = posix_spawnp(&pid, "tmux", &actions, nil, &cArgs, &cEnv)
+        guard rc == 0 else { throw DoctorCLI.TimedOut(arguments: ["tmux could not start (errno \(rc))"], seconds: 0) }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let exitCode = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        let out = capture ? ((try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "") : ""
+        return (exitCode, out, "")
+    }
+
+    /// Named keys ("Enter", "Escape", "j") one by one. After Escape it
+    /// pauses as a person would: ESC followed at once by a key is Alt+key.
+    func keys(_ names: String...) async throws {
+        for k in names {
+            try tmux(["send-keys", "-t", "e2e", k])
+            if k == "Escape" { try? await Task.sleep(for: .milliseconds(250)) }
+        }
+    }
+
+    /// Literal text, as typed.
+    func type(_ text: String) throws { try tmux(["send-keys", "-t", "e2e", "-l", text]) }
+
+    func screen() -> String { (try? tmux(["capture-pane", "-p", "-t", "e2e"]).stdout) ?? "" }
+
+    /// Waits until the pane satisfies `condition` (polling the real
+    /// terminal's contents is the only way to observe it).
+    func waitFor(_ what: String, seconds: Double = 20, _ condition: (String) -> Bool) async -> String? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            let s = screen()
+            if condition(s) { return s }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        let last = screen()
+        Issue.record("waited \(seconds) s for \(what); the pane shows:\n\(last)")
+        return nil
+    }
+
+    func waitFor(_ text: String, seconds: Double = 20) async -> String? {
+        await waitFor("“\(text)”", seconds: seconds) { $0.contains(text) }
+    }
+
+    var alive: Bool { (try? tmux(["has-session", "-t", "e2e"]).status) == 0 }
+
+    func stop() {
+        _ = try? tmux(["kill-server"], capture: false)
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    deinit { stop() }
+}
+
+/// The dashboard in a real terminal (tmux), driven by keys as a user would.
+@Suite(.timeLimit(.minutes(3)), .serialized) struct DashboardTmuxTests {
+    func command(state: URL, extra: String = "") throws -> String {
+        "'\(try DoctorCLI.executable())' demo --state-dir '\(state.path)' \(extra)"
+    }
+
+    @Test func scanSelectConnectReadPairAndWatchANotification() async throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-e2e-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let t = try await offPool { try Tmux(width: 120, height: 40, command: try self.command(state: state)) }
+        defer { t.stop() }
+
+        _ = await t.waitFor("not scanning")
+        try await t.keys("s")
+        _ = await t.waitFor("scanning") { $0.contains("Polar H10 A1B2C3") && $0.contains("Nuki Lock") && $0.contains("bthome") }
+
+        // Select the heart-rate strap by searching, open it, connect.
+        try await t.keys("/")
+        try t.type("Polar")
+        try await t.keys("Enter")
+        _ = await t.waitFor("the search") { $0.contains("“Polar”") && !$0.contains("Nuki Lock") }
+        try await t.keys("Enter")
+        _ = await t.waitFor("Press c to connect")
+        try await t.keys("c")
+        _ = await t.waitFor("Heart Rate Measurement")
+        _ = await t.waitFor("Battery 91 %")
+
+        // Read the Body Sensor Location (second characteristic).
+        try await t.keys("j", "r")
+        _ = await t.waitFor("Read Body Sensor Location: 01 → location chest")
+
+        // Notifications of the first characteristic: the strap's timeline goes 72 → 74 → 76 bpm.
+        try await t.keys("k", "n")
+        _ = await t.waitFor("◉")
+        _ = await t.waitFor("a changed heart rate", seconds: 15) { $0.contains("→ 74 bpm") || $0.contains("→ 76 bpm") }
+
+        // Back to the list; pair the lock, which asks for a passkey.
+        try await t.keys("Escape", "/")
+        try await t.keys("C-u")
+        try t.type("Nuki")
+        try await t.keys("Enter")
+        _ = await t.waitFor("the lock alone") { $0.contains("Nuki Lock") && !$0.contains("Polar H10") }
+        try await t.keys("Enter")
+        _ = await t.waitFor("Press c to connect")
+        try await t.keys("p")
+        _ = await t.waitFor("Enter the 6-digit passkey")
+        try t.type("246810")
+        try await t.keys("Enter")
+        _ = await t.waitFor("✓ Paired with Nuki Lock.")
+        try await t.keys("Escape")
+        _ = await t.waitFor("paired state") { $0.contains("paired · bonded") }
+
+        // The event log has what happened.
+        try await t.keys("Escape", "e")
+        _ = await t.waitFor("paired with Nuki Lock")
+        try await t.keys("q")
+        let exited = await t.waitFor("the dashboard to exit", seconds: 10) { _ in !t.alive }
+        #expect(exited != nil)
+    }
+
+    @Test func sigtermRestoresTheTerminal() async throws {
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-e2e-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: state) }
+        // A shell runs the dashboard; after it ends, the shell reports the terminal's modes.
+        let script = "\(try command(state: state)); echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo; echo DONE; sleep 30"
+        let t = try await offPool { try Tmux(width: 100, height: 30, command: "sh -c \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"") }
+        defer { t.stop() }
+        _ = await t.waitFor("not scanning")
+        // SIGTERM to the dashboard process (found by its unique state directory).
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["pkill", "-TERM", "-f", "demo --state-dir \(state.path)"]
+        try p.run()
+        p.waitUntilExit()
+        guard let after = await t.waitFor("DONE") else { return }
+        // Left the alternate screen (the dashboard is gone from the pane), exited with 128+15 or 0, and the
+        // terminal is back in canonical mode with echo.
+        #expect(!after.contains("BLE Companion │"), "\(after)")
+        #expect(after.contains("EXIT=143") || after.contains("EXIT=0"), "\(after)")
+        let modes = after.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+        #expect(modes.contains("icanon") && !modes.contains("-icanon"), "\(after)")
+        #expect(modes.contains("echo") && !modes.contains("-echo"), "\(after)")
+    }
+}
