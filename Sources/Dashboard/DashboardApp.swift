@@ -44,6 +44,12 @@ public enum DashboardApp {
             }
             screen.apply(event)
             if screen.quitRequested { return }
+            if screen.suspendRequested {
+                screen.suspendRequested = false
+                // Returns once continued; `.resumed` then redraws everything.
+                terminal.suspend()
+                continue
+            }
             draw()
             screen.scheduleTick()
         }

@@ -54,6 +54,9 @@ public enum DashboardEvent: Sendable {
 public final class DashboardScreen {
     public private(set) var view: DashboardView
     public private(set) var quitRequested = false
+    /// Ctrl+Z (in raw mode it arrives as a key): the loop hands the terminal
+    /// back and stops the process, as a shell would.
+    public var suspendRequested = false
 
     let navigator: Navigator
     let environment: DashboardEnvironment
@@ -265,6 +268,10 @@ public final class DashboardScreen {
     }
 
     func key(_ key: Key) {
+        if key == .ctrl("z") {
+            suspendRequested = true
+            return
+        }
         let context = view.context
         if context == .input { return inputKey(key) }
         if context == .pairing, let p = view.pairing, case let .pairing(q?) = p.phase, q == .enterPasskey || q == .enterPIN {

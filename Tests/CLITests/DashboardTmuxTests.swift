@@ -154,7 +154,21 @@ final class Tmux: @unchecked Sendable {
         #expect(exited != nil)
     }
 
-    @Test func sigtermRestoresTheTerminal() async throws {
+    func signalDemo(_ signal: String, state: URL) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["pkill", signal, "-f", "demo --state-dir \(state.path)"]
+        try? p.run()
+        p.waitUntilExit()
+    }
+
+    @Test func withoutATerminalTheDashboardRefusesWithAHint() async throws {
+        let r = try await cli(["dashboard", "--bus", "unix:path=/nonexistent/bus"])
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("needs a terminal") && r.stderr.contains("blecompanion scan --json"), "\(r.stderr)")
+    }
+
+    @Test func suspendResumeAndSigtermRestoreTheTerminal() async throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-e2e-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: state) }
         // A shell runs the dashboard; after it ends, the shell reports the terminal's modes.
@@ -162,12 +176,13 @@ final class Tmux: @unchecked Sendable {
         let t = try await offPool { try Tmux(width: 100, height: 30, command: "sh -c \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"") }
         defer { t.stop() }
         _ = await t.waitFor("not scanning")
+        // Ctrl+Z hands the terminal back (the process stops); SIGCONT brings the dashboard back, redrawn.
+        try await t.keys("C-z")
+        _ = await t.waitFor("the dashboard to leave the screen") { !$0.contains("BLE Companion │") }
+        signalDemo("-CONT", state: state)
+        _ = await t.waitFor("the dashboard to come back") { $0.contains("BLE Companion │") && $0.contains("not scanning") }
         // SIGTERM to the dashboard process (found by its unique state directory).
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["pkill", "-TERM", "-f", "demo --state-dir \(state.path)"]
-        try p.run()
-        p.waitUntilExit()
+        signalDemo("-TERM", state: state)
         guard let after = await t.waitFor("DONE") else { return }
         // Left the alternate screen (the dashboard is gone from the pane), exited with 128+15 or 0, and the
         // terminal is back in canonical mode with echo.
