@@ -56,26 +56,33 @@ final class Tmux: @unchecked Sendable {
     /// pauses as a person would: ESC followed at once by a key is Alt+key.
     func keys(_ names: String...) async throws {
         for k in names {
-            try tmux(["send-keys", "-t", "e2e", k])
+            try await run(["send-keys", "-t", "e2e", k])
             if k == "Escape" { try? await Task.sleep(for: .milliseconds(250)) }
         }
     }
 
     /// Literal text, as typed.
-    func type(_ text: String) throws { try tmux(["send-keys", "-t", "e2e", "-l", text]) }
+    func type(_ text: String) async throws { try await run(["send-keys", "-t", "e2e", "-l", text]) }
 
-    func screen() -> String { (try? tmux(["capture-pane", "-p", "-t", "e2e"]).stdout) ?? "" }
+    /// tmux off the cooperative pool: waitpid blocks its thread, and on a
+    /// 2-core machine a blocked pool thread starves every other suite.
+    @discardableResult
+    func run(_ arguments: [String]) async throws -> (status: Int32, stdout: String, stderr: String) {
+        try await offPool { try self.tmux(arguments) }
+    }
+
+    func screen() async -> String { (try? await run(["capture-pane", "-p", "-t", "e2e"]).stdout) ?? "" }
 
     /// Waits until the pane satisfies `condition` (polling the real
     /// terminal's contents is the only way to observe it).
     func waitFor(_ what: String, seconds: Double = 20, _ condition: (String) -> Bool) async -> String? {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while ContinuousClock.now < deadline {
-            let s = screen()
+            let s = await screen()
             if condition(s) { return s }
             try? await Task.sleep(for: .milliseconds(100))
         }
-        let last = screen()
+        let last = await screen()
         Issue.record("waited \(seconds) s for \(what); the pane shows:\n\(last)")
         return nil
     }
@@ -84,8 +91,9 @@ final class Tmux: @unchecked Sendable {
         await waitFor("“\(text)”", seconds: seconds) { $0.contains(text) }
     }
 
-    var alive: Bool { (try? tmux(["has-session", "-t", "e2e"]).status) == 0 }
+    func alive() async -> Bool { (try? await run(["has-session", "-t", "e2e"]).status) == 0 }
 
+    /// Blocking (waitpid): call from `deinit`/`defer` only after the test's awaits.
     func stop() {
         _ = try? tmux(["kill-server"], capture: false)
         try? FileManager.default.removeItem(at: directory)
@@ -103,7 +111,8 @@ final class Tmux: @unchecked Sendable {
     @Test func scanSelectConnectReadPairAndWatchANotification() async throws {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-e2e-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: state) }
-        let t = try await offPool { try Tmux(width: 120, height: 40, command: try self.command(state: state)) }
+        let command = try self.command(state: state)
+        let t = try await offPool { try Tmux(width: 120, height: 40, command: command) }
         defer { t.stop() }
 
         _ = await t.waitFor("not scanning")
@@ -112,7 +121,7 @@ final class Tmux: @unchecked Sendable {
 
         // Select the heart-rate strap by searching, open it, connect.
         try await t.keys("/")
-        try t.type("Polar")
+        try await t.type("Polar")
         try await t.keys("Enter")
         _ = await t.waitFor("the search") { $0.contains("“Polar”") && !$0.contains("Nuki Lock") }
         try await t.keys("Enter")
@@ -133,14 +142,14 @@ final class Tmux: @unchecked Sendable {
         // Back to the list; pair the lock, which asks for a passkey.
         try await t.keys("Escape", "/")
         try await t.keys("C-u")
-        try t.type("Nuki")
+        try await t.type("Nuki")
         try await t.keys("Enter")
         _ = await t.waitFor("the lock alone") { $0.contains("Nuki Lock") && !$0.contains("Polar H10") }
         try await t.keys("Enter")
         _ = await t.waitFor("Press c to connect")
         try await t.keys("p")
         _ = await t.waitFor("Enter the 6-digit passkey")
-        try t.type("246810")
+        try await t.type("246810")
         try await t.keys("Enter")
         _ = await t.waitFor("✓ Paired with Nuki Lock.")
         try await t.keys("Escape")
@@ -150,16 +159,23 @@ final class Tmux: @unchecked Sendable {
         try await t.keys("Escape", "e")
         _ = await t.waitFor("paired with Nuki Lock")
         try await t.keys("q")
-        let exited = await t.waitFor("the dashboard to exit", seconds: 10) { _ in !t.alive }
-        #expect(exited != nil)
+        var exited = false
+        for _ in 0..<100 where !exited {
+            exited = await !t.alive()
+            if !exited { try? await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(exited, "q ends the dashboard, and with it the tmux session")
     }
 
-    func signalDemo(_ signal: String, state: URL) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["pkill", signal, "-f", "demo --state-dir \(state.path)"]
-        try? p.run()
-        p.waitUntilExit()
+    func signalDemo(_ signal: String, state: URL) async {
+        let pattern = "demo --state-dir \(state.path)"
+        _ = try? await offPool {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            p.arguments = ["pkill", signal, "-f", pattern]
+            try p.run()
+            p.waitUntilExit()
+        }
     }
 
     @Test func withoutATerminalTheDashboardRefusesWithAHint() async throws {
@@ -179,10 +195,10 @@ final class Tmux: @unchecked Sendable {
         // Ctrl+Z hands the terminal back (the process stops); SIGCONT brings the dashboard back, redrawn.
         try await t.keys("C-z")
         _ = await t.waitFor("the dashboard to leave the screen") { !$0.contains("BLE Companion │") }
-        signalDemo("-CONT", state: state)
+        await signalDemo("-CONT", state: state)
         _ = await t.waitFor("the dashboard to come back") { $0.contains("BLE Companion │") && $0.contains("not scanning") }
         // SIGTERM to the dashboard process (found by its unique state directory).
-        signalDemo("-TERM", state: state)
+        await signalDemo("-TERM", state: state)
         guard let after = await t.waitFor("DONE") else { return }
         // Left the alternate screen (the dashboard is gone from the pane), exited with 128+15 or 0, and the
         // terminal is back in canonical mode with echo.
