@@ -542,10 +542,14 @@ extension AdapterListSnapshot {
         #expect(repo.calls.withLock { $0 } == [.pairable(true, hci1)])
     }
 
-    @Test func theAdaptersScreenCanBePushedAndTheDraftMapsToBlueZsFilter() {
+    @Test func theAdaptersScreenCanBePushedAndTheDraftMapsToBlueZsFilter() async {
         let navigator = Navigator()
         navigator.push(.adapters)
         #expect(navigator.stack == [.deviceList, .adapters])
+        let presenter = AdaptersPresenter(repository: FakeAdapterRepository(), navigator: navigator)
+        presenter.send(.backRequested)
+        for await stack in navigator.changes() where stack.count == 1 { break }
+        #expect(navigator.stack == [.deviceList])
 
         #expect(DiscoveryFilterDraft().filter == DiscoveryFilter(transport: .le, duplicateData: false))
         #expect(DiscoveryFilterDraft(rssiThreshold: -127).problem == nil)

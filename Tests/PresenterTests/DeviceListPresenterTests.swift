@@ -227,6 +227,9 @@ import Domain
 
         presenter.send(.eventLogRequested)
         #expect(await eventually { navigator.stack == [.deviceList, .eventLog] })
+        navigator.pop()
+        presenter.send(.adaptersRequested)
+        #expect(await eventually { navigator.stack == [.deviceList, .adapters] })
         await states.expectNoMoreStates()
     }
 }

@@ -461,6 +461,9 @@ private func newest(of log: EventLog, is kind: LogEvent.Kind, within seconds: Do
         presenter.send(.entrySelected(e[3].id))
         for await stack in navigator.changes() where stack.count > 2 { break }
         #expect(navigator.stack == [.deviceList, .deviceDetail(strap), .deviceDetail(lock)])
-        await states.expectNoMoreStates()                                          // selecting changes no state
+        presenter.send(.backRequested)
+        for await stack in navigator.changes() where stack.count == 2 { break }
+        #expect(navigator.stack == [.deviceList, .deviceDetail(strap)])
+        await states.expectNoMoreStates()                                          // selecting and going back change no state
     }
 }
