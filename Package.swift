@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "BLEParsing", targets: ["BLEParsing"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -35,10 +36,17 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
 
         // MARK: Layer 0: transports and pure parsing
         .target(name: "DBus", dependencies: ["CDBus"]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
+        // MQTT client for the headless gateway (issue 7): libmosquitto, imported internally.
+        .target(name: "MQTT", dependencies: ["CMosquitto"]),
         .target(
             name: "BLEParsing",
             dependencies: ["CLibCrypto"],
@@ -81,6 +89,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
         .testTarget(name: "PresenterTests", dependencies: [

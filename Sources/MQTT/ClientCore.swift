@@ -1,0 +1,271 @@
+internal import CMosquitto
+import Synchronization
+
+/// What one client shares with libmosquitto's network thread.
+///
+/// libmosquitto calls back on its own thread (see `MQTTClient`); each
+/// callback takes `state` briefly, records what happened and wakes whoever
+/// waits. No libmosquitto function is ever called while `state` is held:
+/// libmosquitto holds its own mutexes while it calls back (and may call
+/// `on_publish` on the publishing thread), so the two locks are never nested.
+final class ClientCore: Sendable {
+    enum Ack: Sendable {
+        case published
+        case subscribed(granted: [Int32])
+    }
+
+    enum Kind: Sendable {
+        case publish
+        case subscribe
+    }
+
+    struct Subscription {
+        let filter: String
+        let qos: MQTTQoS
+        let continuation: AsyncStream<MQTTMessage>.Continuation
+    }
+
+    struct State {
+        var connection: MQTTConnectionState = .disconnected(reason: "not connected yet")
+        var closed = false
+        var connectWaiter: CheckedContinuation<Result<Void, MQTTError>, Never>?
+        var connectOutcome: Result<Void, MQTTError>?
+        /// Callers waiting for PUBACK/PUBCOMP or SUBACK, by message id.
+        var ackWaiters: [Int32: (kind: Kind, continuation: CheckedContinuation<Result<Ack, MQTTError>, Never>)] = [:]
+        /// Acknowledgements that arrived before their caller started waiting
+        /// (libmosquitto hands out the id only when `mosquitto_publish` returns).
+        var earlyAcks: [Int32: Ack] = [:]
+        /// Ids nobody will wait for (QoS 0 publishes, re-subscriptions): their
+        /// acknowledgement is dropped instead of kept in `earlyAcks`.
+        var unawaited: Set<Int32> = []
+        var subscriptions: [Int: Subscription] = [:]
+        var observers: [Int: AsyncStream<MQTTConnectionState>.Continuation] = [:]
+        var nextToken = 0
+    }
+
+    let endpoint: String
+    let protocolVersion: MQTTConfiguration.ProtocolVersion
+    let state = Mutex(State())
+
+    init(endpoint: String, protocolVersion: MQTTConfiguration.ProtocolVersion) {
+        self.endpoint = endpoint
+        self.protocolVersion = protocolVersion
+    }
+
+    // MARK: Connection state
+
+    private func setConnection(_ new: MQTTConnectionState, in s: inout State) {
+        guard s.connection != new else { return }
+        s.connection = new
+        for o in s.observers.values { o.yield(new) }
+    }
+
+    /// on_connect: CONNACK arrived with `rc` (0 accepted). Returns the filters
+    /// to subscribe again (a new network connection starts without them
+    /// unless the broker kept the session; subscribing twice is harmless).
+    func connackArrived(rc: Int32) -> [(String, MQTTQoS)] {
+        let outcome: Result<Void, MQTTError>
+        if rc == 0 {
+            outcome = .success(())
+        } else {
+            outcome = .failure(.refused(endpoint: endpoint, reason: connackText(rc)))
+        }
+        return state.withLock { s in
+            guard !s.closed else { return [] }
+            resolveConnect(outcome, in: &s)
+            guard rc == 0 else {
+                setConnection(.disconnected(reason: "\(endpoint) refused the connection: \(connackText(rc))"), in: &s)
+                return []
+            }
+            // Packets queued before the connection dropped were discarded with
+            // it: their callbacks will not come.
+            s.unawaited.removeAll()
+            setConnection(.connected, in: &s)
+            var best: [String: MQTTQoS] = [:]
+            for sub in s.subscriptions.values { best[sub.filter] = max(best[sub.filter] ?? sub.qos, sub.qos) }
+            return best.map { ($0.key, $0.value) }
+        }
+    }
+
+    /// on_disconnect: `rc` 0 when we asked for it.
+    func connectionEnded(rc: Int32) {
+        let reason = rc == 0 ? "disconnected by the client" : "connection to \(endpoint) lost: \(errorText(rc))"
+        state.withLock { s in
+            resolveConnect(.failure(.connectionFailed(endpoint: endpoint, reason: "connection closed before CONNACK (\(errorText(rc)))")), in: &s)
+            setConnection(.disconnected(reason: reason), in: &s)
+            // A SUBSCRIBE whose SUBACK did not come will never be answered (the
+            // reconnect subscribes again under a new id): tell its caller.
+            // Publishes stay: libmosquitto sends QoS ≥ 1 messages again.
+            for (mid, w) in s.ackWaiters where w.kind == .subscribe {
+                s.ackWaiters[mid] = nil
+                w.continuation.resume(returning: .failure(.connectionLost(endpoint: endpoint, operation: "SUBACK")))
+            }
+        }
+    }
+
+    private func resolveConnect(_ outcome: Result<Void, MQTTError>, in s: inout State) {
+        guard s.connectOutcome == nil else { return }
+        s.connectOutcome = outcome
+        if let w = s.connectWaiter {
+            s.connectWaiter = nil
+            w.resume(returning: outcome)
+        }
+    }
+
+    /// Waits for the first CONNACK (or failure), at most `timeout`.
+    func awaitConnack(timeout: Duration) async -> Result<Void, MQTTError> {
+        let endpoint = self.endpoint
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            guard !Task.isCancelled else { return }
+            self?.state.withLock { s in self?.resolveConnect(.failure(.timedOut(endpoint: endpoint, operation: "CONNECT")), in: &s) }
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { c in
+            state.withLock { s in
+                if let outcome = s.connectOutcome { c.resume(returning: outcome) } else { s.connectWaiter = c }
+            }
+        }
+    }
+
+    // MARK: Acknowledgements by message id
+
+    func ackArrived(mid: Int32, _ ack: Ack) {
+        state.withLock { s in
+            if let w = s.ackWaiters.removeValue(forKey: mid) {
+                w.continuation.resume(returning: .success(ack))
+            } else if s.unawaited.remove(mid) == nil {
+                s.earlyAcks[mid] = ack
+            }
+        }
+    }
+
+    /// Nobody waits for `mid`'s acknowledgement.
+    func forget(mid: Int32) {
+        state.withLock { s in
+            if s.earlyAcks.removeValue(forKey: mid) == nil { s.unawaited.insert(mid) }
+        }
+    }
+
+    func awaitAck(mid: Int32, kind: Kind, operation: String) async -> Result<Ack, MQTTError> {
+        let endpoint = self.endpoint
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                state.withLock { s in
+                    if let ack = s.earlyAcks.removeValue(forKey: mid) {
+                        c.resume(returning: .success(ack))
+                    } else if s.closed {
+                        c.resume(returning: .failure(.closed(endpoint: endpoint)))
+                    } else if Task.isCancelled {
+                        s.unawaited.insert(mid)
+                        c.resume(returning: .failure(.cancelled(endpoint: endpoint, operation: operation)))
+                    } else {
+                        s.ackWaiters[mid] = (kind, c)
+                    }
+                }
+            }
+        } onCancel: {
+            state.withLock { s in
+                if let w = s.ackWaiters.removeValue(forKey: mid) {
+                    s.unawaited.insert(mid)
+                    w.continuation.resume(returning: .failure(.cancelled(endpoint: endpoint, operation: operation)))
+                }
+            }
+        }
+    }
+
+    // MARK: Subscriptions and observers
+
+    /// nil when the client is closed.
+    func addSubscription(filter: String, qos: MQTTQoS, continuation: AsyncStream<MQTTMessage>.Continuation) -> Int? {
+        state.withLock { s in
+            guard !s.closed else { return nil }
+            s.nextToken += 1
+            s.subscriptions[s.nextToken] = Subscription(filter: filter, qos: qos, continuation: continuation)
+            return s.nextToken
+        }
+    }
+
+    /// Removes a subscription; returns its filter when no other subscription
+    /// of the client still uses it (so it should be unsubscribed), nil otherwise.
+    func removeSubscription(_ token: Int) -> String? {
+        state.withLock { s in
+            guard let sub = s.subscriptions.removeValue(forKey: token), !s.closed else { return nil }
+            return s.subscriptions.values.contains { $0.filter == sub.filter } ? nil : sub.filter
+        }
+    }
+
+    func messageArrived(_ message: MQTTMessage) {
+        let subs = state.withLock { s in s.subscriptions.values.map { ($0.filter, $0.continuation) } }
+        for (filter, continuation) in subs where topicMatches(filter: filter, topic: message.topic) {
+            continuation.yield(message)
+        }
+    }
+
+    func addObserver(_ continuation: AsyncStream<MQTTConnectionState>.Continuation) -> Int? {
+        state.withLock { s in
+            continuation.yield(s.connection)
+            guard !s.closed else { return nil }
+            s.nextToken += 1
+            s.observers[s.nextToken] = continuation
+            return s.nextToken
+        }
+    }
+
+    func removeObserver(_ token: Int) {
+        state.withLock { s in _ = s.observers.removeValue(forKey: token) }
+    }
+
+    /// Marks the client closed; false when it already was.
+    func beginClose() -> Bool {
+        state.withLock { s in
+            guard !s.closed else { return false }
+            s.closed = true
+            return true
+        }
+    }
+
+    /// After the network thread stopped: answers every waiter and ends every stream.
+    func finishAll() {
+        let (subs, observers) = state.withLock { s in
+            s.closed = true
+            setConnection(.disconnected(reason: "disconnected by the client"), in: &s)
+            resolveConnect(.failure(.closed(endpoint: endpoint)), in: &s)
+            for w in s.ackWaiters.values { w.continuation.resume(returning: .failure(.closed(endpoint: endpoint))) }
+            s.ackWaiters.removeAll()
+            s.earlyAcks.removeAll()
+            s.unawaited.removeAll()
+            let subs = Array(s.subscriptions.values)
+            let observers = Array(s.observers.values)
+            s.subscriptions.removeAll()
+            s.observers.removeAll()
+            return (subs, observers)
+        }
+        // Finished outside the lock: onTermination handlers take it again.
+        for sub in subs { sub.continuation.finish() }
+        for o in observers { o.finish() }
+    }
+
+    // MARK: Text
+
+    func connackText(_ rc: Int32) -> String {
+        switch protocolVersion {
+        case .v311: return String(cString: mosquitto_connack_string(rc))
+        case .v5: return String(cString: mosquitto_reason_string(rc))
+        }
+    }
+}
+
+/// libmosquitto's success return code.
+let mosqOK = Int32(MOSQ_ERR_SUCCESS.rawValue)
+
+/// libmosquitto's text for one of its return codes (for MOSQ_ERR_ERRNO, the
+/// calling thread's errno: call right after the failing function).
+func errorText(_ rc: Int32) -> String {
+    String(cString: mosquitto_strerror(rc))
+}
+
+func topicMatches(filter: String, topic: String) -> Bool {
+    var result = false
+    return mosquitto_topic_matches_sub(filter, topic, &result) == mosqOK && result
+}

@@ -1,0 +1,275 @@
+// The MQTT client the headless gateway publishes readings with (issue 7):
+// libmosquitto underneath, a Swift-concurrency API on top.
+//
+// Threads. `mosquitto_loop_start` gives each client libmosquitto's own
+// network thread: it reads and writes the socket, sends keep-alives,
+// retransmits unacknowledged QoS ≥ 1 messages and reconnects with
+// exponential backoff (`mosquitto_reconnect_delay_set`). It calls our
+// callbacks, which only record what happened in `ClientCore` (under a
+// `Mutex`) and resume or yield to whoever waits — nothing blocks there.
+// Publishing and subscribing call libmosquitto from the caller's thread
+// (libmosquitto is thread-safe in this mode); the calls that block (the
+// initial TCP connect, DISCONNECT plus joining the network thread) run on a
+// Dispatch queue, never on Swift's cooperative pool.
+//
+// Idle cost. Nothing here polls: between messages the only CPU an idle
+// client uses is the library thread waking up for keep-alive (PINGREQ every
+// `keepAlive` seconds) and its own periodic select() timeout.
+//
+// Callers wait for the broker, not for the library: `connect` returns once
+// CONNACK arrived, `publish` (QoS ≥ 1) once PUBACK/PUBCOMP arrived (matched by
+// the message id `mosquitto_publish` hands out), `subscribe` once SUBACK
+// arrived. After a reconnect the client subscribes again to every filter a
+// live stream still uses.
+internal import CMosquitto
+import Dispatch
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Synchronization
+
+/// `mosquitto_lib_init` once per process (a global's initialiser runs once, thread-safely).
+private let libraryInitialised: Int32 = mosquitto_lib_init()
+
+/// The libmosquitto handle. libmosquitto's client functions may be called
+/// from any thread once its network thread runs; `MQTTClient` owns the handle
+/// and destroys it only after that thread has stopped.
+struct MosquittoHandle: @unchecked Sendable {
+    let raw: OpaquePointer
+}
+
+/// A connection to one MQTT broker. Create with ``connect(_:)``; end with
+/// ``disconnect()`` (dropping the last reference also disconnects cleanly,
+/// but blocks the releasing thread until the network thread has stopped).
+public final class MQTTClient: Sendable {
+    /// Messages kept per subscription stream when its consumer falls behind
+    /// (the oldest are dropped first).
+    public static let subscriptionBufferLimit = 1024
+
+    public let configuration: MQTTConfiguration
+    let handle: MosquittoHandle
+    let core: ClientCore
+    private let loopRunning = Mutex(false)
+
+    private init(configuration: MQTTConfiguration, handle: MosquittoHandle, core: ClientCore) {
+        self.configuration = configuration
+        self.handle = handle
+        self.core = core
+    }
+
+    deinit {
+        if core.beginClose() { mosquitto_disconnect(handle.raw) }
+        stopLoop()
+        core.finishAll()
+        mosquitto_destroy(handle.raw)
+    }
+
+    private var endpoint: String { configuration.endpoint }
+
+    // MARK: Connecting
+
+    /// Connects and returns once the broker accepted the connection (CONNACK).
+    /// Throws with the broker's reason when it refuses (e.g. bad credentials),
+    /// the system's when the TCP/TLS connection fails.
+    public static func connect(_ configuration: MQTTConfiguration) async throws(MQTTError) -> MQTTClient {
+        try configuration.validate()
+        let endpoint = configuration.endpoint
+        guard libraryInitialised == mosqOK else {
+            throw .connectionFailed(endpoint: endpoint, reason: "libmosquitto initialisation failed: \(errorText(libraryInitialised))")
+        }
+        let core = ClientCore(endpoint: endpoint, protocolVersion: configuration.protocolVersion)
+        // The core outlives the handle (the client owns both and destroys the
+        // handle first), so callbacks may use it unretained.
+        guard let raw = mosquitto_new(configuration.clientID, configuration.cleanSession, Unmanaged.passUnretained(core).toOpaque()) else {
+            throw .invalidConfiguration(endpoint: endpoint, reason: "mosquitto_new failed: \(String(cString: strerror(errno)))")
+        }
+        let client = MQTTClient(configuration: configuration, handle: MosquittoHandle(raw: raw), core: core)
+        try client.applyOptions()
+
+        let handle = client.handle
+        let keepAlive = Int32(configuration.keepAlive)
+        let connectFailure: String? = await offPool {
+            let rc = mosquitto_connect(handle.raw, configuration.host, Int32(configuration.port), keepAlive)
+            return rc == mosqOK ? nil : errorText(rc)
+        }
+        if let connectFailure { throw .connectionFailed(endpoint: endpoint, reason: connectFailure) }
+
+        let rc = mosquitto_loop_start(raw)
+        guard rc == mosqOK else { throw .connectionFailed(endpoint: endpoint, reason: "cannot start the network thread: \(errorText(rc))") }
+        client.loopRunning.withLock { $0 = true }
+
+        switch await core.awaitConnack(timeout: configuration.connectTimeout) {
+        case .success:
+            return client
+        case let .failure(error):
+            await client.disconnect()
+            throw error
+        }
+    }
+
+    private func applyOptions() throws(MQTTError) {
+        let c = configuration
+        let mosq = handle.raw
+        func check(_ rc: Int32, _ what: String) throws(MQTTError) {
+            guard rc == mosqOK else { throw .invalidConfiguration(endpoint: endpoint, reason: "\(what): \(errorText(rc))") }
+        }
+        let version: Int32 = c.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
+        try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
+        if let username = c.username {
+            try check(mosquitto_username_pw_set(mosq, username, c.password), "username/password")
+        }
+        if let will = c.will {
+            let rc = will.payload.withUnsafeBytes { bytes in
+                mosquitto_will_set(mosq, will.topic, Int32(bytes.count), bytes.baseAddress, Int32(will.qos.rawValue), will.retain)
+            }
+            try check(rc, "will on \(will.topic)")
+        }
+        if let tls = c.tls {
+            try check(mosquitto_tls_set(mosq, tls.caFile, nil, tls.certificateFile, tls.keyFile, nil), "TLS (CA \(tls.caFile))")
+            try check(mosquitto_tls_insecure_set(mosq, tls.insecure), "TLS insecure flag")
+        }
+        try check(mosquitto_reconnect_delay_set(mosq, UInt32(c.reconnectDelayMin), UInt32(c.reconnectDelayMax), true), "reconnect delay")
+
+        mosquitto_connect_callback_set(mosq) { mosq, obj, rc in
+            guard let mosq, let obj else { return }
+            let core = Unmanaged<ClientCore>.fromOpaque(obj).takeUnretainedValue()
+            for (filter, qos) in core.connackArrived(rc: rc) {
+                var mid: Int32 = 0
+                if mosquitto_subscribe(mosq, &mid, filter, Int32(qos.rawValue)) == mosqOK { core.forget(mid: mid) }
+            }
+        }
+        mosquitto_disconnect_callback_set(mosq) { _, obj, rc in
+            guard let obj else { return }
+            Unmanaged<ClientCore>.fromOpaque(obj).takeUnretainedValue().connectionEnded(rc: rc)
+        }
+        mosquitto_publish_callback_set(mosq) { _, obj, mid in
+            guard let obj else { return }
+            Unmanaged<ClientCore>.fromOpaque(obj).takeUnretainedValue().ackArrived(mid: mid, .published)
+        }
+        mosquitto_subscribe_callback_set(mosq) { _, obj, mid, count, granted in
+            guard let obj else { return }
+            let list = granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(max(count, 0)))) } ?? []
+            Unmanaged<ClientCore>.fromOpaque(obj).takeUnretainedValue().ackArrived(mid: mid, .subscribed(granted: list))
+        }
+        mosquitto_message_callback_set(mosq) { _, obj, message in
+            guard let obj, let m = message?.pointee, let topic = m.topic else { return }
+            let payload = m.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(max(m.payloadlen, 0)))) } ?? []
+            let qos = MQTTQoS(rawValue: Int(m.qos)) ?? .atMostOnce
+            Unmanaged<ClientCore>.fromOpaque(obj).takeUnretainedValue()
+                .messageArrived(MQTTMessage(topic: String(cString: topic), payload: payload, qos: qos, retain: m.retain))
+        }
+    }
+
+    // MARK: Publishing and subscribing
+
+    /// Publishes `message`. QoS 0 returns once libmosquitto has it; QoS 1 and 2
+    /// once the broker acknowledged it (PUBACK / PUBCOMP) — across reconnects,
+    /// since libmosquitto sends unacknowledged messages again.
+    public func publish(_ message: MQTTMessage) async throws(MQTTError) {
+        var mid: Int32 = 0
+        let rc = message.payload.withUnsafeBytes { bytes in
+            mosquitto_publish(handle.raw, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, Int32(message.qos.rawValue), message.retain)
+        }
+        guard rc == mosqOK else {
+            throw .operationFailed(endpoint: endpoint, operation: "publish to \(message.topic)", reason: errorText(rc))
+        }
+        if message.qos == .atMostOnce {
+            core.forget(mid: mid)
+            return
+        }
+        _ = try await core.awaitAck(mid: mid, kind: .publish, operation: "PUBACK for \(message.topic)").get()
+    }
+
+    /// Subscribes to `filter` (wildcards `+` and `#` allowed) and returns,
+    /// once the broker's SUBACK granted it, the stream of messages whose topic
+    /// matches it. Ending the stream (dropping it or cancelling its consumer)
+    /// unsubscribes unless another stream of this client uses the same filter.
+    /// Brokers may deliver a message once per matching subscription when a
+    /// client's filters overlap.
+    public func subscribe(_ filter: String, qos: MQTTQoS = .atLeastOnce) async throws(MQTTError) -> AsyncStream<MQTTMessage> {
+        let operation = "subscribe to \(filter)"
+        guard mosquitto_sub_topic_check(filter) == mosqOK else {
+            throw .operationFailed(endpoint: endpoint, operation: operation, reason: "not a valid topic filter")
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: MQTTMessage.self, bufferingPolicy: .bufferingNewest(Self.subscriptionBufferLimit))
+        // Registered before SUBSCRIBE is sent: retained messages follow the SUBACK at once.
+        guard let token = core.addSubscription(filter: filter, qos: qos, continuation: continuation) else {
+            throw .closed(endpoint: endpoint)
+        }
+        continuation.onTermination = { [weak self] _ in self?.subscriptionEnded(token) }
+        func fail(_ error: MQTTError) -> MQTTError {
+            _ = core.removeSubscription(token)
+            continuation.finish()
+            return error
+        }
+
+        var mid: Int32 = 0
+        let rc = mosquitto_subscribe(handle.raw, &mid, filter, Int32(qos.rawValue))
+        guard rc == mosqOK else { throw fail(.operationFailed(endpoint: endpoint, operation: operation, reason: errorText(rc))) }
+        switch await core.awaitAck(mid: mid, kind: .subscribe, operation: "SUBACK for \(filter)") {
+        case let .success(.subscribed(granted)):
+            // 0x80 (v3.1.1 failure) and every v5 reason code ≥ 0x80 refuse.
+            guard let code = granted.first, code < 0x80 else { throw fail(.subscriptionRejected(endpoint: endpoint, filter: filter)) }
+            return stream
+        case .success(.published):
+            throw fail(.operationFailed(endpoint: endpoint, operation: operation, reason: "acknowledgement of the wrong kind"))
+        case let .failure(error):
+            throw fail(error)
+        }
+    }
+
+    private func subscriptionEnded(_ token: Int) {
+        guard let filter = core.removeSubscription(token) else { return }
+        var mid: Int32 = 0
+        if mosquitto_unsubscribe(handle.raw, &mid, filter) == mosqOK { core.forget(mid: mid) }
+    }
+
+    // MARK: State and disconnecting
+
+    /// The connection state now, then every change. Ends after ``disconnect()``.
+    public func states() -> AsyncStream<MQTTConnectionState> {
+        let (stream, continuation) = AsyncStream.makeStream(of: MQTTConnectionState.self, bufferingPolicy: .bufferingNewest(64))
+        guard let token = core.addObserver(continuation) else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak core] _ in core?.removeObserver(token) }
+        return stream
+    }
+
+    /// Sends DISCONNECT (so the broker drops the will), stops the network
+    /// thread, ends every stream and fails every waiting call. Safe to call twice.
+    public func disconnect() async {
+        guard core.beginClose() else { return }
+        let handle = self.handle
+        await offPool { _ = mosquitto_disconnect(handle.raw) }
+        await offPool { self.stopLoop() }
+        core.finishAll()
+    }
+
+    private func stopLoop() {
+        let running = loopRunning.withLock { r in
+            defer { r = false }
+            return r
+        }
+        if running { _ = mosquitto_loop_stop(handle.raw, false) }
+    }
+
+    /// Test hook: closes the socket without DISCONNECT, as a crash or a cut
+    /// cable would (the broker then publishes the will). libmosquitto
+    /// reconnects afterwards as after any connection loss.
+    func abortWithoutDisconnect() {
+        let fd = mosquitto_socket(handle.raw)
+        if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+}
+
+/// Runs a blocking call on a Dispatch thread so it never holds one of the
+/// cooperative pool's few threads.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { c in
+        DispatchQueue.global().async { c.resume(returning: body()) }
+    }
+}
