@@ -1,0 +1,239 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Runs a blocking call (waitpid, connect polling) on a Dispatch thread, never
+/// on the cooperative pool: on 2 cores a blocked pool thread starves other suites.
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { c in
+        DispatchQueue.global().async { c.resume(with: Result { try body() }) }
+    }
+}
+
+struct BrokerError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// A free TCP port on 127.0.0.1: bind port 0, read what the kernel chose, close.
+func freeLoopbackPort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw BrokerError(description: "socket: \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var address = loopback(port: 0)
+    let bound = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard bound == 0 else { throw BrokerError(description: "bind: \(String(cString: strerror(errno)))") }
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let named = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    guard named == 0 else { throw BrokerError(description: "getsockname: \(String(cString: strerror(errno)))") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+private func loopback(port: Int) -> sockaddr_in {
+    var a = sockaddr_in()
+    a.sin_family = sa_family_t(AF_INET)
+    a.sin_port = UInt16(port).bigEndian
+    a.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+    return a
+}
+
+/// Whether something accepts TCP connections on 127.0.0.1:`port` (blocking).
+private func acceptsConnections(port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var address = loopback(port: port)
+    return withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    } == 0
+}
+
+/// Starts `path` with `arguments`, stdout and stderr to /dev/null, with an
+/// empty signal mask and default dispositions: a Dispatch worker thread has
+/// SIGTERM blocked, and a child would inherit that and ignore our SIGTERM.
+func spawn(_ path: String, _ arguments: [String]) throws -> pid_t {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attributes, &none)
+    var defaults = sigset_t()
+    sigemptyset(&defaults)
+    for signal in [SIGTERM, SIGINT, SIGPIPE, SIGHUP] { sigaddset(&defaults, signal) }
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+
+    let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { for a in argv { free(a) } }
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+    guard rc == 0 else { throw BrokerError(description: "posix_spawn \(path): \(String(cString: strerror(rc)))") }
+    return pid
+}
+
+/// Waits (blocking) for `pid` to exit; returns its wait status.
+@discardableResult
+func waitForExit(_ pid: pid_t) -> Int32 {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    return status
+}
+
+/// A private mosquitto broker on a free loopback port, in its own temporary
+/// directory (config, optional password file, log). Never the system broker.
+final class Broker: Sendable {
+    let port: Int
+    let directory: URL
+    private let pid = Mutex<pid_t?>(nil)
+
+    var configFile: URL { directory.appendingPathComponent("mosquitto.conf") }
+    var logFile: URL { directory.appendingPathComponent("mosquitto.log") }
+
+    /// `users`: name → password; when given, anonymous clients are refused.
+    private init(port: Int, directory: URL, users: [String: String]?) throws {
+        self.port = port
+        self.directory = directory
+        var config = """
+            listener \(port) 127.0.0.1
+            persistence false
+            log_dest file \(logFile.path)
+            log_type all
+
+            """
+        if geteuid() == 0 { config += "user root\n" }  // else it drops to user mosquitto and cannot read our files
+        if let users {
+            let passwords = directory.appendingPathComponent("passwords")
+            for (index, (user, password)) in users.sorted(by: { $0.key < $1.key }).enumerated() {
+                let tool = try spawn("/usr/bin/mosquitto_passwd", (index == 0 ? ["-c"] : []) + ["-b", passwords.path, user, password])
+                let status = waitForExit(tool)
+                guard status == 0 else { throw BrokerError(description: "mosquitto_passwd failed (wait status \(status))") }
+            }
+            config += "allow_anonymous false\npassword_file \(passwords.path)\n"
+        } else {
+            config += "allow_anonymous true\n"
+        }
+        try config.write(to: configFile, atomically: true, encoding: .utf8)
+    }
+
+    static func start(users: [String: String]? = nil) async throws -> Broker {
+        try await offPool {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-broker-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            do {
+                let broker = try Broker(port: try freeLoopbackPort(), directory: directory, users: users)
+                try broker.launch()
+                return broker
+            } catch {
+                try? FileManager.default.removeItem(at: directory)
+                throw error
+            }
+        }
+    }
+
+    /// Starts mosquitto and waits (blocking) until the port accepts connections.
+    private func launch() throws {
+        let child = try spawn("/usr/sbin/mosquitto", ["-c", configFile.path])
+        pid.withLock { $0 = child }
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline {
+            if acceptsConnections(port: port) { return }
+            var status: Int32 = 0
+            if waitpid(child, &status, WNOHANG) == child {
+                pid.withLock { $0 = nil }
+                throw BrokerError(description: "mosquitto exited (wait status \(status)): \(log)")
+            }
+            usleep(20_000)
+        }
+        terminate()
+        throw BrokerError(description: "mosquitto did not listen on \(port) within 10 s: \(log)")
+    }
+
+    var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "(no log)" }
+
+    /// SIGTERM and wait (blocking).
+    private func terminate() {
+        guard let child = pid.withLock({ p in defer { p = nil }; return p }) else { return }
+        kill(child, SIGTERM)
+        waitForExit(child)
+    }
+
+    /// Stops the broker, keeping its directory (to start it again on the same port).
+    func pause() async throws { try await offPool { self.terminate() } }
+
+    /// Starts the broker again on the same port.
+    func resume() async throws { try await offPool { try self.launch() } }
+
+    /// Stops the broker and removes its directory.
+    func stop() async {
+        _ = try? await offPool {
+            self.terminate()
+            try? FileManager.default.removeItem(at: self.directory)
+        }
+    }
+
+    deinit {
+        terminate()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Runs `body` with a fresh broker, and always stops it.
+func withBroker<T>(users: [String: String]? = nil, _ body: (Broker) async throws -> T) async throws -> T {
+    let broker = try await Broker.start(users: users)
+    do {
+        let result = try await body(broker)
+        await broker.stop()
+        return result
+    } catch {
+        await broker.stop()
+        throw error
+    }
+}
+
+/// Collects a stream's elements in the background so tests can wait for a
+/// count with a deadline without consuming (and so ending) the stream.
+final class Inbox<Element: Sendable>: Sendable {
+    private let items = Mutex<[Element]>([])
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    init(_ stream: AsyncStream<Element>) {
+        let t = Task { [weak self] in
+            for await element in stream {
+                guard let self else { return }
+                self.items.withLock { $0.append(element) }
+            }
+        }
+        task.withLock { $0 = t }
+    }
+
+    var all: [Element] { items.withLock { $0 } }
+
+    /// Waits until `condition` holds for what arrived, at most `timeout`; returns what arrived.
+    @discardableResult
+    func wait(timeout: Duration = .seconds(15), until condition: ([Element]) -> Bool) async -> [Element] {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while clock.now < deadline {
+            let now = all
+            if condition(now) { return now }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return all
+    }
+
+    func cancel() { task.withLock { $0?.cancel() } }
+    deinit { task.withLock { $0?.cancel() } }
+}

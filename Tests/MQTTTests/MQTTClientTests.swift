@@ -1,0 +1,191 @@
+import Foundation
+import Testing
+@testable import MQTT
+
+/// Connected again after having been disconnected.
+func reconnected(_ states: [MQTTConnectionState]) -> Bool {
+    states.count >= 3 && states.last == .connected
+}
+
+/// Every test starts its own mosquitto on a free loopback port (``Broker``):
+/// no fixed ports, never the system broker, safe next to other suites.
+@Suite(.timeLimit(.minutes(2))) struct MQTTClientTests {
+    func configuration(_ broker: Broker, _ clientID: String, _ change: (inout MQTTConfiguration) -> Void = { _ in }) -> MQTTConfiguration {
+        var c = MQTTConfiguration(host: "127.0.0.1", port: broker.port, clientID: clientID, keepAlive: 5, reconnectDelayMin: 1, reconnectDelayMax: 2)
+        change(&c)
+        return c
+    }
+
+    @Test func qos1MessageReachesAnotherClientsSubscriptionAndWildcardsFilterTopics() async throws {
+        try await withBroker { broker in
+            let publisher = try await MQTTClient.connect(configuration(broker, "pub"))
+            // One client per filter: a broker may deliver once per matching
+            // subscription when one client's filters overlap.
+            let plusClient = try await MQTTClient.connect(configuration(broker, "sub-plus"))
+            let hashClient = try await MQTTClient.connect(configuration(broker, "sub-hash"))
+            let plus = Inbox(try await plusClient.subscribe("home/+/temp", qos: .atLeastOnce))
+            let hash = Inbox(try await hashClient.subscribe("home/#", qos: .exactlyOnce))
+
+            let binary: [UInt8] = [0x00, 0x01, 0x7F, 0x80, 0xFF]
+            try await publisher.publish(MQTTMessage(topic: "home/kitchen/temp", payload: binary, qos: .atLeastOnce))
+            try await publisher.publish(MQTTMessage(topic: "home/kitchen/humidity", text: "41", qos: .atLeastOnce))
+            try await publisher.publish(MQTTMessage(topic: "office/kitchen/temp", text: "no", qos: .atLeastOnce))
+            try await publisher.publish(MQTTMessage(topic: "home/a/b/temp", text: "deep", qos: .atLeastOnce))
+            try await publisher.publish(MQTTMessage(topic: "home/end/temp", text: "end", qos: .atLeastOnce))
+
+            let plusGot = await plus.wait { $0.contains { $0.topic == "home/end/temp" } }
+            let hashGot = await hash.wait { $0.contains { $0.topic == "home/end/temp" } }
+            // Exact: payload bytes, QoS min(publish, subscription), retain false.
+            #expect(plusGot.first == MQTTMessage(topic: "home/kitchen/temp", payload: binary, qos: .atLeastOnce, retain: false))
+            // `+` is one level: not humidity, not two levels, not another root.
+            #expect(plusGot.map(\.topic) == ["home/kitchen/temp", "home/end/temp"])
+            // `#` is any depth under home/, and nothing outside it.
+            #expect(hashGot.map(\.topic) == ["home/kitchen/temp", "home/kitchen/humidity", "home/a/b/temp", "home/end/temp"])
+            #expect(hashGot.first?.payload == binary)
+            #expect(hashGot.dropFirst().first?.text == "41")
+
+            await publisher.disconnect()
+            await plusClient.disconnect()
+            await hashClient.disconnect()
+        }
+    }
+
+    @Test func retainedMessageReachesLateSubscriberWithRetainFlag() async throws {
+        try await withBroker { broker in
+            let publisher = try await MQTTClient.connect(configuration(broker, "pub"))
+            // publish returns on PUBACK, so the broker has stored it.
+            try await publisher.publish(MQTTMessage(topic: "gw/status", text: "online", qos: .atLeastOnce, retain: true))
+            try await publisher.publish(MQTTMessage(topic: "gw/transient", text: "gone", qos: .atLeastOnce, retain: false))
+
+            let late = try await MQTTClient.connect(configuration(broker, "late"))
+            let inbox = Inbox(try await late.subscribe("gw/#", qos: .atLeastOnce))
+            try await publisher.publish(MQTTMessage(topic: "gw/live", text: "now", qos: .atLeastOnce, retain: true))
+            let got = await inbox.wait { $0.count >= 2 }
+
+            #expect(got.first == MQTTMessage(topic: "gw/status", text: "online", qos: .atLeastOnce, retain: true))
+            // A message published with retain to a live subscription arrives as a
+            // normal message; the non-retained one from before was not kept.
+            #expect(got.dropFirst().first == MQTTMessage(topic: "gw/live", text: "now", qos: .atLeastOnce, retain: false))
+            #expect(!got.contains { $0.topic == "gw/transient" })
+
+            await publisher.disconnect()
+            await late.disconnect()
+        }
+    }
+
+    @Test func willIsPublishedWhenTheConnectionDiesButNotAfterCleanDisconnect() async throws {
+        try await withBroker { broker in
+            let watcher = try await MQTTClient.connect(configuration(broker, "watcher"))
+            let inbox = Inbox(try await watcher.subscribe("will/#", qos: .atLeastOnce))
+
+            let crashing = try await MQTTClient.connect(configuration(broker, "crashing") {
+                $0.will = MQTTMessage(topic: "will/crashing", text: "offline", qos: .atLeastOnce, retain: false)
+            })
+            crashing.abortWithoutDisconnect()
+            let afterCrash = await inbox.wait { $0.contains { $0.topic == "will/crashing" } }
+            #expect(afterCrash.first { $0.topic == "will/crashing" }?.text == "offline")
+            await crashing.disconnect()
+
+            let polite = try await MQTTClient.connect(configuration(broker, "polite") {
+                $0.will = MQTTMessage(topic: "will/polite", text: "offline", qos: .atLeastOnce, retain: false)
+            })
+            await polite.disconnect()
+            // A marker published after the broker had time to act on the close:
+            // once it arrived, a will would have arrived before it.
+            try await Task.sleep(for: .milliseconds(500))
+            try await watcher.publish(MQTTMessage(topic: "will/marker", text: "", qos: .atLeastOnce))
+            let afterClean = await inbox.wait { $0.contains { $0.topic == "will/marker" } }
+            #expect(afterClean.contains { $0.topic == "will/marker" })
+            #expect(!afterClean.contains { $0.topic == "will/polite" })
+
+            await watcher.disconnect()
+        }
+    }
+
+    @Test func reconnectsAfterBrokerRestartAndResubscribes() async throws {
+        try await withBroker { broker in
+            let subscriber = try await MQTTClient.connect(configuration(broker, "subscriber"))
+            let publisher = try await MQTTClient.connect(configuration(broker, "publisher"))
+            let states = Inbox(subscriber.states())
+            let publisherStates = Inbox(publisher.states())
+            let inbox = Inbox(try await subscriber.subscribe("r/#", qos: .atLeastOnce))
+            #expect(await states.wait { $0 == [.connected] } == [.connected])
+
+            try await broker.pause()
+            let down = await states.wait { $0.count >= 2 }
+            guard case let .disconnected(reason)? = down.last else {
+                Issue.record("expected .disconnected after the broker stopped, got \(down)")
+                return
+            }
+            #expect(reason.contains("127.0.0.1:\(broker.port)"), "\(reason)")
+
+            // persistence false: the restarted broker has forgotten every
+            // subscription, so delivery below needs the client's re-subscribe.
+            try await broker.resume()
+            let up = await states.wait(until: reconnected)
+            #expect(up.last == .connected, "\(up)")
+            await publisherStates.wait(until: reconnected)
+            // The re-SUBSCRIBE is sent from on_connect, before anything we
+            // publish now; give the SUBACK a moment on a busy machine.
+            try await Task.sleep(for: .milliseconds(200))
+
+            try await publisher.publish(MQTTMessage(topic: "r/after", text: "back", qos: .atLeastOnce))
+            let got = await inbox.wait { !$0.isEmpty }
+            #expect(got.map(\.topic) == ["r/after"])
+            #expect(got.first?.text == "back")
+
+            await publisher.disconnect()
+            await subscriber.disconnect()
+        }
+    }
+
+    @Test func badCredentialsAreRefusedWithTheBrokersReasonAndEndpoint() async throws {
+        try await withBroker(users: ["gateway": "s3cret"]) { broker in
+            do throws(MQTTError) {
+                let client = try await MQTTClient.connect(configuration(broker, "intruder") {
+                    $0.username = "gateway"
+                    $0.password = "wrong"
+                })
+                await client.disconnect()
+                Issue.record("connect with a wrong password succeeded")
+            } catch {
+                guard case .refused = error else { Issue.record("expected .refused, got \(error)"); return }
+                #expect(error.description.contains("not authorised"), "\(error)")
+                #expect(error.description.contains("127.0.0.1:\(broker.port)"), "\(error)")
+            }
+            // The same broker accepts the right password: the refusal was about credentials.
+            let client = try await MQTTClient.connect(configuration(broker, "gateway") {
+                $0.username = "gateway"
+                $0.password = "s3cret"
+            })
+            try await client.publish(MQTTMessage(topic: "auth/ok", text: "1", qos: .atLeastOnce))
+            await client.disconnect()
+        }
+    }
+
+    @Test func connectingToAClosedPortFailsNamingHostAndPort() async throws {
+        let port = try freeLoopbackPort()  // nothing listens there once the probe socket closed
+        do throws(MQTTError) {
+            let client = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: port, clientID: "nobody"))
+            await client.disconnect()
+            Issue.record("connect to a closed port succeeded")
+        } catch {
+            guard case .connectionFailed = error else { Issue.record("expected .connectionFailed, got \(error)"); return }
+            #expect(error.description.contains("127.0.0.1:\(port)"), "\(error)")
+        }
+    }
+
+    @Test func mqtt5ConnectionPublishesAndSubscribes() async throws {
+        try await withBroker { broker in
+            let v5 = try await MQTTClient.connect(configuration(broker, "five") { $0.protocolVersion = .v5 })
+            let inbox = Inbox(try await v5.subscribe("v5/+", qos: .exactlyOnce))
+            try await v5.publish(MQTTMessage(topic: "v5/hello", text: "five", qos: .exactlyOnce))
+            let got = await inbox.wait { !$0.isEmpty }
+            #expect(got == [MQTTMessage(topic: "v5/hello", text: "five", qos: .exactlyOnce, retain: false)])
+            // The broker log confirms the protocol actually spoken ("p5";
+            // v3.1.1 clients are logged as "p2").
+            #expect(broker.log.contains("as five (p5,"), "\(broker.log)")
+            await v5.disconnect()
+        }
+    }
+}
