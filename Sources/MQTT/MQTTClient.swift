@@ -13,8 +13,9 @@
 // Dispatch queue, never on Swift's cooperative pool.
 //
 // Idle cost. Nothing here polls: between messages the only CPU an idle
-// client uses is the library thread waking up for keep-alive (PINGREQ every
-// `keepAlive` seconds) and its own periodic select() timeout.
+// client uses is the library thread's keep-alive wake-ups (it sleeps in
+// select() until data arrives or the next PINGREQ is due, every `keepAlive`
+// seconds; libmosquitto 2.0.11, keepAlive 60: one wake-up in 6 s idle).
 //
 // Callers wait for the broker, not for the library: `connect` returns once
 // CONNACK arrived, `publish` (QoS ≥ 1) once PUBACK/PUBCOMP arrived (matched by
