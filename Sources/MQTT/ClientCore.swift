@@ -250,8 +250,8 @@ final class ClientCore: Sendable {
 
     func connackText(_ rc: Int32) -> String {
         switch protocolVersion {
-        case .v311: return String(cString: mosquitto_connack_string(rc))
-        case .v5: return String(cString: mosquitto_reason_string(rc))
+        case .v311: return cText(mosquitto_connack_string(rc), orCode: rc)
+        case .v5: return cText(mosquitto_reason_string(rc), orCode: rc)
         }
     }
 }
@@ -262,7 +262,12 @@ let mosqOK = Int32(MOSQ_ERR_SUCCESS.rawValue)
 /// libmosquitto's text for one of its return codes (for MOSQ_ERR_ERRNO, the
 /// calling thread's errno: call right after the failing function).
 func errorText(_ rc: Int32) -> String {
-    String(cString: mosquitto_strerror(rc))
+    cText(mosquitto_strerror(rc), orCode: rc)
+}
+
+/// libmosquitto's text functions never return NULL, but the C signature allows it.
+func cText(_ text: UnsafePointer<CChar>?, orCode rc: Int32) -> String {
+    text.map { String(cString: $0) } ?? "code \(rc)"
 }
 
 func topicMatches(filter: String, topic: String) -> Bool {

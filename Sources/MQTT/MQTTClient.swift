@@ -84,7 +84,7 @@ public final class MQTTClient: Sendable {
         // The core outlives the handle (the client owns both and destroys the
         // handle first), so callbacks may use it unretained.
         guard let raw = mosquitto_new(configuration.clientID, configuration.cleanSession, Unmanaged.passUnretained(core).toOpaque()) else {
-            throw .invalidConfiguration(endpoint: endpoint, reason: "mosquitto_new failed: \(String(cString: strerror(errno)))")
+            throw .invalidConfiguration(endpoint: endpoint, reason: "mosquitto_new failed: \(cText(strerror(errno), orCode: errno))")
         }
         let client = MQTTClient(configuration: configuration, handle: MosquittoHandle(raw: raw), core: core)
         try client.applyOptions()
