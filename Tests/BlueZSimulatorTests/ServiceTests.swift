@@ -333,17 +333,17 @@ final class AgentLog: @unchecked Sendable {
 }
 
 /// Reads one datagram, waiting at most `seconds`. The wait (poll with a
-/// timeout) runs on a dispatch thread, never on the cooperative pool the
+/// timeout) runs on a thread of its own, never on the cooperative pool the
 /// simulator needs.
 func readDatagram(_ fd: Int32, within seconds: Double) async -> [UInt8]? {
     await withCheckedContinuation { (c: CheckedContinuation<[UInt8]?, Never>) in
-        DispatchQueue.global().async {
+        Thread {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&p, 1, Int32(seconds * 1000)) == 1 else { return c.resume(returning: nil) }
             var buffer = [UInt8](repeating: 0, count: 600)
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             c.resume(returning: n > 0 ? Array(buffer[0..<n]) : nil)
-        }
+        }.start()
     }
 }
 

@@ -108,15 +108,15 @@ func bluetoothctl(_ arguments: [String], bus: PrivateBus, script: [String] = [],
         try await Task.sleep(for: .seconds(timeout))
         kill(pid, SIGKILL)
     }
-    // Blocking reads and waits run on dispatch threads, not on the
+    // Blocking reads and waits run on threads of their own, not on the
     // cooperative pool that the in-process simulator needs.
     let reader = Task {
         await withCheckedContinuation { (c: CheckedContinuation<Data, Never>) in
-            DispatchQueue.global().async {
+            Thread {
                 let data = out.fileHandleForReading.readDataToEndOfFile()
                 process.waitUntilExit()
                 c.resume(returning: data)
-            }
+            }.start()
         }
     }
     for line in script {

@@ -141,8 +141,16 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
             try await client.mirror.wait(for: "notifications off", timeout: .seconds(5)) { $0.characteristics[hrm.id.path]?.notifying == false }
             let (socket, mtu) = try await client.acquireNotify(hrm.id)
             #expect(mtu >= 23)
-            var pfd = pollfd(fd: socket.rawValue, events: Int16(POLLIN), revents: 0)
-            #expect(poll(&pfd, 1, 3000) == 1, "a notification packet within 3 s")
+            // The wait runs on a thread of its own: blocking a cooperative-pool thread here
+            // can starve the in-process simulator that has to send the packet.
+            let fd = socket.rawValue
+            let readable = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
+                Thread {
+                    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                    c.resume(returning: poll(&pfd, 1, 5000) == 1)
+                }.start()
+            }
+            #expect(readable, "a notification packet within 5 s")
             var packet = [UInt8](repeating: 0, count: 64)
             let n = packet.withUnsafeMutableBytes { read(socket.rawValue, $0.baseAddress, 64) }
             #expect(n == 2 && packet[0] == 0x00, "got \(n) bytes")

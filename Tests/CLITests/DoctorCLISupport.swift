@@ -77,10 +77,11 @@ enum DoctorCLI {
         for (pipe, box) in [(outPipe, outBox), (errPipe, errBox)] {
             group.enter()
             let handle = pipe.fileHandleForReading
-            DispatchQueue.global().async {
+            // A thread of its own: Dispatch's global workers may all be blocked in waits like this one.
+            Thread {
                 box.set(handle.readDataToEndOfFile())
                 group.leave()
-            }
+            }.start()
         }
         if group.wait(timeout: .now() + timeout) == .timedOut {
             process.terminate()

@@ -6,11 +6,14 @@ import Glibc
 import Musl
 #endif
 
-/// Runs a blocking call (waitpid, connect polling) on a Dispatch thread, never
-/// on the cooperative pool: on 2 cores a blocked pool thread starves other suites.
+/// Runs blocking work (a child process, a pipe read, waitpid) on a thread of
+/// its own — never on the cooperative pool (on a 2-core machine a blocked pool
+/// thread starves the simulators and buses other suites run in-process), and
+/// never on Dispatch's global queue either: its few worker threads blocked in
+/// such waits left no thread for the pipe readers they wait for.
 func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { c in
-        DispatchQueue.global().async { c.resume(with: Result { try body() }) }
+        Thread { c.resume(with: Result { try body() }) }.start()
     }
 }
 
