@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+@testable import Domain
+
+/// The gateway's outbound queue on a real SQLite file.
+@Suite struct OutboundQueueTests {
+    let dir: URL
+    init() throws {
+        dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-outbox-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    }
+    var path: String { dir.appendingPathComponent("outbox.sqlite").path }
+
+    @Test func keepsOrderAcrossReopeningAndRemovesWhatWasAcknowledged() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        var ids: [Int64] = []
+        do {
+            let q = try OutboundQueue(path: path)
+            for i in 0..<5 {
+                ids.append(try q.enqueue(topic: "blecompanion/gw/dev\(i)/state", payload: Array("{\"n\":\(i)}".utf8), at: t0.addingTimeInterval(Double(i))))
+            }
+            #expect(ids == ids.sorted() && Set(ids).count == 5)
+            #expect(q.depth == 5)
+            try q.acknowledge(ids[0])
+            try q.acknowledge(ids[1])
+        }
+        // A restart (the broker was away): the rest is still there, oldest first, bytes intact.
+        let q = try OutboundQueue(path: path)
+        #expect(q.depth == 3)
+        let left = try q.oldest(10)
+        #expect(left.map(\.id) == Array(ids[2...]))
+        #expect(left.map { String(decoding: $0.payload, as: UTF8.self) } == ["{\"n\":2}", "{\"n\":3}", "{\"n\":4}"])
+        #expect(left.first?.enqueuedAt == t0.addingTimeInterval(2) && left.first?.qos == 1 && left.first?.retain == false)
+        // New ids continue after the old ones, even after the newest was acknowledged.
+        try q.acknowledge(ids[4])
+        let next = try q.enqueue(topic: "t", payload: [0xFF, 0x00], retain: true, qos: 2)
+        #expect(next > ids[4])
+        #expect(try q.oldest(1).map(\.id) == [ids[2]])
+        #expect(try q.oldest(10).last?.payload == [0xFF, 0x00])
+        try q.acknowledge(9_999)                      // unknown: nothing happens
+        #expect(q.depth == 3)
+    }
+
+    @Test func beyondCapacityTheOldestAreDroppedAndCounted() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        do {
+            let q = try OutboundQueue(path: path, capacity: 3)
+            for i in 0..<7 { try q.enqueue(topic: "t/\(i)", payload: [UInt8(i)]) }
+            #expect(q.depth == 3)
+            #expect(try q.oldest(10).map(\.topic) == ["t/4", "t/5", "t/6"])
+            #expect(try q.dropped() == 4)
+        }
+        // The counter survives a restart.
+        let q = try OutboundQueue(path: path, capacity: 3)
+        #expect(try q.dropped() == 4)
+        #expect(throws: DomainError("QoS must be 0, 1 or 2, not 3")) { try q.enqueue(topic: "t", payload: [], qos: 3) }
+    }
+
+    @Test func concurrentProducersGetDistinctIncreasingIds() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let q = try OutboundQueue(path: path)
+        let ids = try await withThrowingTaskGroup(of: [Int64].self) { group in
+            for p in 0..<4 {
+                group.addTask {
+                    var mine: [Int64] = []
+                    for i in 0..<25 { mine.append(try q.enqueue(topic: "p\(p)", payload: [UInt8(i)])) }
+                    return mine
+                }
+            }
+            var all: [[Int64]] = []
+            for try await part in group { all.append(part) }
+            return all
+        }
+        // Each producer's own messages keep their order; no id is shared.
+        for part in ids { #expect(part == part.sorted()) }
+        #expect(Set(ids.flatMap { $0 }).count == 100)
+        #expect(q.depth == 100)
+        let stored = try q.oldest(200)
+        #expect(stored.map(\.id) == stored.map(\.id).sorted())
+    }
+
+    @Test func aBadPathSaysWhichFile() {
+        #expect(throws: DomainError.self) { try OutboundQueue(path: "/nonexistent-dir/x/outbox.sqlite") }
+        do {
+            _ = try OutboundQueue(path: "/nonexistent-dir/x/outbox.sqlite")
+        } catch {
+            #expect(error.description.contains("/nonexistent-dir/x/outbox.sqlite"))
+        }
+    }
+}
