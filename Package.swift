@@ -71,6 +71,9 @@ let package = Package(
         // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
         .target(name: "TerminalUI"),
         .target(name: "Dashboard", dependencies: ["TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
+        // Headless gateway (issue 7): so far the pure publishing model (topics, state JSON,
+        // Home Assistant discovery). No terminal module; MQTT comes with the wiring.
+        .target(name: "Gateway", dependencies: ["Domain", "BLEParsing", "BlueZ"]),
 
         // MARK: Executables
         .executableTarget(
