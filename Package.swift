@@ -93,6 +93,7 @@ let package = Package(
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "BLEParsing", "BlueZ"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
         .testTarget(name: "PresenterTests", dependencies: [
