@@ -71,6 +71,9 @@ let package = Package(
         // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
         .target(name: "TerminalUI"),
         .target(name: "Dashboard", dependencies: ["TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
+        // Headless gateway (issue 7): so far the pure publishing model (topics, state JSON,
+        // Home Assistant discovery). No terminal module; MQTT comes with the wiring.
+        .target(name: "Gateway", dependencies: ["Domain", "BLEParsing", "BlueZ"]),
 
         // MARK: Executables
         .executableTarget(
@@ -90,6 +93,7 @@ let package = Package(
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "BLEParsing", "BlueZ"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
         .testTarget(name: "PresenterTests", dependencies: [

@@ -1,0 +1,107 @@
+import BLEParsing
+import BlueZ
+import Domain
+import Foundation
+
+/// The key a reading has in the state JSON and in discovery ids: the kind
+/// (`temperature`), or kind and label (`blood_pressure_systolic`) with the
+/// label reduced to `[a-z0-9_]` so it also works as `value_json.<key>`.
+public enum ReadingKey {
+    public static func key(for reading: Reading) -> String {
+        guard let label = reading.label, !label.isEmpty else { return reading.kind.rawValue }
+        return reading.kind.rawValue + "_" + TopicSafe.key(label)
+    }
+
+    /// The readings that are published, with their keys: the first reading
+    /// of each key, and only finite numbers (NaN/±inf mean "no value").
+    public static func published(_ readings: [Reading]) -> [(key: String, reading: Reading)] {
+        var seen: Set<String> = []
+        var out: [(key: String, reading: Reading)] = []
+        for reading in readings {
+            if case let .number(v) = reading.value, !v.isFinite { continue }
+            let key = key(for: reading)
+            guard !seen.contains(key) else { continue }
+            seen.insert(key)
+            out.append((key, reading))
+        }
+        return out
+    }
+}
+
+/// A device's state as one JSON object, keys sorted:
+/// `{"address":"AA:…","format":"ruuvi","humidity":45.25,"last_seen":"2026-…Z","name":…,"rssi":-70,"temperature":21.5}`.
+///
+/// Absent name, RSSI or format are `null` (the shape does not change);
+/// readings whose value is not a finite number are left out.
+public enum StatePayload {
+    /// The fixed members; reading keys never collide with them (kinds are
+    /// not among these names, labelled keys carry the kind as a prefix).
+    public static let fixedKeys: Set<String> = ["address", "name", "rssi", "format", "last_seen"]
+
+    /// `last_seen` is the record's, or `at` when the record has none.
+    public static func json(for record: DeviceRecord, at: Date) -> [UInt8] {
+        var members: [(String, FieldValue)] = [
+            ("address", .string(record.id.address.description)),
+            ("name", record.name.map { .string($0) } ?? .null),
+            ("rssi", record.rssi.map { .int(Int($0)) } ?? .null),
+            ("format", record.format.map { .string($0) } ?? .null),
+            ("last_seen", .string(ISO8601UTC.string(record.lastSeen ?? at))),
+        ]
+        for (key, reading) in ReadingKey.published(record.readings) where !fixedKeys.contains(key) {
+            switch reading.value {
+            case let .number(v): members.append((key, .number(v)))
+            case let .bool(b): members.append((key, .bool(b)))
+            case let .text(t): members.append((key, .string(t)))
+            }
+        }
+        return SortedJSON.bytes(members)
+    }
+
+    /// The state JSON on the device's state topic (not retained: a stale
+    /// value after a gateway restart would look current).
+    public static func message(for record: DeviceRecord, at: Date, topics: GatewayTopics) -> OutgoingMessage {
+        OutgoingMessage(topic: topics.state(record.id.address), payload: json(for: record, at: at), retain: false, qos: 0)
+    }
+}
+
+/// Compact JSON with object members sorted by name (recursively), written by
+/// BLEParsing's JSON writer: shortest round-trip numbers, so 21.5 stays
+/// `21.5`; non-finite numbers would be `null` but callers leave them out.
+enum SortedJSON {
+    static func bytes(_ members: [(String, FieldValue)]) -> [UInt8] {
+        Array(JSON.serialize(sorted(.nested(members))).utf8)
+    }
+
+    static func sorted(_ value: FieldValue) -> FieldValue {
+        switch value {
+        case let .nested(members):
+            return .nested(members.map { ($0.0, sorted($0.1)) }.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) })
+        case let .list(items):
+            return .list(items.map(sorted))
+        default:
+            return value
+        }
+    }
+}
+
+/// `2026-11-23T01:31:38Z`: whole seconds, UTC, without a formatter object.
+enum ISO8601UTC {
+    static func string(_ date: Date) -> String {
+        let t = Int64(date.timeIntervalSince1970.rounded(.down))
+        let days = t >= 0 ? t / 86_400 : (t - 86_399) / 86_400
+        let secs = t - days * 86_400
+        // Civil-from-days (H. Hinnant), proleptic Gregorian.
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
+        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        let year = y >= 0 && y < 10000 ? String(repeating: "0", count: max(0, 4 - String(y).count)) + String(y) : String(y)
+        return "\(year)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs % 3600 / 60)):\(two(secs % 60))Z"
+    }
+}

@@ -1,0 +1,124 @@
+import BlueZ
+import Foundation
+
+/// One MQTT publication, independent of the MQTT module: the gateway maps it
+/// to `MQTTMessage` when it wires the client in (issue 7).
+public struct OutgoingMessage: Sendable, Equatable {
+    public var topic: String
+    public var payload: [UInt8]
+    public var retain: Bool
+    public var qos: Int
+
+    public init(topic: String, payload: [UInt8], retain: Bool = false, qos: Int = 0) {
+        self.topic = topic
+        self.payload = payload
+        self.retain = retain
+        self.qos = qos
+    }
+
+    /// The payload as UTF-8 text (invalid sequences repaired).
+    public var text: String { String(decoding: payload, as: UTF8.self) }
+}
+
+/// The topic layout of one gateway:
+///
+/// - `<base>/<gateway>/status` — gateway availability (`online`/`offline`, retained)
+/// - `<base>/<gateway>/<addr>/state` — a device's JSON state (see ``StatePayload``)
+/// - `<base>/<gateway>/<addr>/status` — a device's availability
+/// - `<base>/<gateway>/<addr>/command` and `…/reply` — requests to the gateway and its answers
+/// - `<discovery>/<component>/<node_id>/<object_id>/config` — Home Assistant discovery
+///
+/// `<addr>` is the Bluetooth address in lower case without colons. Base and
+/// gateway id are reduced to topic-safe characters (`[a-zA-Z0-9_-]`, `/`
+/// kept in the base) so no user string can add levels or wildcards.
+public struct GatewayTopics: Sendable, Equatable {
+    public let base: String
+    public let gatewayID: String
+    public let discoveryPrefix: String
+
+    public static let online = "online"
+    public static let offline = "offline"
+
+    public init(gatewayID: String, base: String = "blecompanion", discoveryPrefix: String = "homeassistant") {
+        self.gatewayID = TopicSafe.id(gatewayID, fallback: "gateway")
+        self.base = TopicSafe.path(base, fallback: "blecompanion")
+        self.discoveryPrefix = TopicSafe.path(discoveryPrefix, fallback: "homeassistant")
+    }
+
+    /// `<base>/<gateway>`.
+    public var gatewayRoot: String { "\(base)/\(gatewayID)" }
+
+    /// `<base>/<gateway>/status`: `online` while the gateway runs (the MQTT will says `offline`).
+    public var gatewayAvailability: String { "\(gatewayRoot)/status" }
+
+    /// The device's address as used in topics and ids: `aabbccddeeff`.
+    public static func addressID(_ address: BluetoothAddress) -> String {
+        address.description.lowercased().filter { $0 != ":" }
+    }
+
+    public func deviceRoot(_ address: BluetoothAddress) -> String {
+        "\(gatewayRoot)/\(Self.addressID(address))"
+    }
+
+    public func state(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/state" }
+    public func availability(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/status" }
+    public func command(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/command" }
+    public func reply(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/reply" }
+
+    /// `<discovery>/<component>/<node_id>/<object_id>/config`.
+    public func discoveryConfig(component: String, nodeID: String, objectID: String) -> String {
+        "\(discoveryPrefix)/\(component)/\(TopicSafe.id(nodeID, fallback: "node"))/\(TopicSafe.id(objectID, fallback: "entity"))/config"
+    }
+
+    /// Retained `online` on the gateway availability topic.
+    public var onlineMessage: OutgoingMessage {
+        OutgoingMessage(topic: gatewayAvailability, payload: Array(Self.online.utf8), retain: true, qos: 1)
+    }
+
+    /// Retained `offline` on the gateway availability topic (also the MQTT will).
+    public var offlineMessage: OutgoingMessage {
+        OutgoingMessage(topic: gatewayAvailability, payload: Array(Self.offline.utf8), retain: true, qos: 1)
+    }
+
+    /// Retained `online`/`offline` on a device's availability topic.
+    public func deviceAvailabilityMessage(_ address: BluetoothAddress, online: Bool) -> OutgoingMessage {
+        OutgoingMessage(topic: availability(address), payload: Array((online ? Self.online : Self.offline).utf8),
+                        retain: true, qos: 1)
+    }
+}
+
+/// Reduces user-supplied strings to characters safe in MQTT topic levels and
+/// Home Assistant ids.
+public enum TopicSafe {
+    /// Only `[a-zA-Z0-9_-]`; anything else becomes `_`, runs of `_` collapse,
+    /// leading/trailing `_` go. Empty results become `fallback`.
+    public static func id(_ s: String, fallback: String) -> String {
+        var out = ""
+        for scalar in s.unicodeScalars {
+            let ok = scalar.isASCII && (scalar.properties.isAlphabetic || ("0"..."9").contains(scalar)
+                                        || scalar == "_" || scalar == "-")
+            if ok {
+                out.unicodeScalars.append(scalar)
+            } else if !out.hasSuffix("_") {
+                out.append("_")
+            }
+        }
+        while out.hasPrefix("_") { out.removeFirst() }
+        while out.hasSuffix("_") { out.removeLast() }
+        return out.isEmpty ? fallback : out
+    }
+
+    /// Like ``id(_:fallback:)`` for each `/`-separated level; empty levels dropped.
+    public static func path(_ s: String, fallback: String) -> String {
+        let levels = s.split(separator: "/").map { id(String($0), fallback: "") }.filter { !$0.isEmpty }
+        return levels.isEmpty ? fallback : levels.joined(separator: "/")
+    }
+
+    /// A key usable as a JSON member and as `value_json.<key>` in a Home
+    /// Assistant template: lower-case `[a-z0-9_]`, never starting with a digit.
+    public static func key(_ s: String) -> String {
+        let safe = id(s.lowercased().replacingOccurrences(of: "-", with: "_"), fallback: "x")
+        if let first = safe.unicodeScalars.first, ("0"..."9").contains(first) { return "_" + safe }
+        return safe
+    }
+}

@@ -1,0 +1,198 @@
+import BLEParsing
+import BlueZ
+import Domain
+import Foundation
+import Testing
+@testable import Gateway
+
+private func address() throws -> BluetoothAddress { try BluetoothAddress("AA:BB:CC:DD:EE:FF") }
+
+private func record(name: String? = "Ruuvi 1A2B", readings: [Reading]? = nil) throws -> DeviceRecord {
+    DeviceRecord(
+        id: DeviceID(adapter: try AdapterID(name: "hci0"), address: try address()),
+        name: name, rssi: -70, format: "ruuvi",
+        readings: readings ?? [
+            Reading(.temperature, 21.5),
+            Reading(.humidity, 45.25),
+            Reading(.pressure, 1013.6),
+            Reading(.battery, 87),
+            Reading(.temperature, 20.25, label: "Probe 1"),
+            Reading(.motion, true),
+            Reading(.co2, Double.nan),
+        ],
+        lastSeen: Date(timeIntervalSince1970: 1_700_000_000))
+}
+
+private let topics = GatewayTopics(gatewayID: "pi-kitchen")
+
+private func object(_ message: OutgoingMessage) throws -> [String: Any] {
+    let parsed = try JSONSerialization.jsonObject(with: Data(message.payload))
+    return try #require(parsed as? [String: Any], "payload of \(message.topic) is not a JSON object")
+}
+
+@Suite struct TopicTests {
+    @Test func deviceTopics() throws {
+        let a = try address()
+        #expect(topics.gatewayAvailability == "blecompanion/pi-kitchen/status")
+        #expect(topics.state(a) == "blecompanion/pi-kitchen/aabbccddeeff/state")
+        #expect(topics.availability(a) == "blecompanion/pi-kitchen/aabbccddeeff/status")
+        #expect(topics.command(a) == "blecompanion/pi-kitchen/aabbccddeeff/command")
+        #expect(topics.reply(a) == "blecompanion/pi-kitchen/aabbccddeeff/reply")
+        #expect(topics.onlineMessage == OutgoingMessage(topic: "blecompanion/pi-kitchen/status", payload: Array("online".utf8), retain: true, qos: 1))
+        #expect(topics.offlineMessage.text == "offline")
+    }
+
+    @Test func userStringsCannotAddLevelsOrWildcards() throws {
+        let t = GatewayTopics(gatewayID: "my host/#+", base: "home/ble+", discoveryPrefix: "")
+        #expect(t.gatewayID == "my_host")
+        #expect(t.base == "home/ble")
+        #expect(t.discoveryPrefix == "homeassistant")
+        #expect(t.command(try address()) == "home/ble/my_host/aabbccddeeff/command")
+    }
+}
+
+@Suite struct StatePayloadTests {
+    @Test func ruuviLikeRecordExactBytes() throws {
+        let json = StatePayload.json(for: try record(), at: Date(timeIntervalSince1970: 0))
+        let expected = #"{"address":"AA:BB:CC:DD:EE:FF","battery":87,"format":"ruuvi","humidity":45.25,"#
+            + #""last_seen":"2023-11-14T22:13:20Z","motion":true,"name":"Ruuvi 1A2B","pressure":1013.6,"#
+            + #""rssi":-70,"temperature":21.5,"temperature_probe_1":20.25}"#
+        #expect(String(decoding: json, as: UTF8.self) == expected)
+        #expect(json == Array(expected.utf8))
+    }
+
+    @Test func absentFieldsAreNullAndLastSeenFallsBackToNow() throws {
+        var r = try record(name: nil, readings: [Reading(.button, text: "long_press"), Reading(.voltage, .infinity)])
+        r.rssi = nil
+        r.format = nil
+        r.lastSeen = nil
+        let json = StatePayload.json(for: r, at: Date(timeIntervalSince1970: 951_782_400.75))   // 2000-02-29
+        #expect(String(decoding: json, as: UTF8.self)
+            == #"{"address":"AA:BB:CC:DD:EE:FF","button":"long_press","format":null,"last_seen":"2000-02-29T00:00:00Z","name":null,"rssi":null}"#)
+    }
+
+    @Test func stateMessageGoesToTheDeviceStateTopic() throws {
+        let m = StatePayload.message(for: try record(), at: Date(), topics: topics)
+        #expect(m.topic == "blecompanion/pi-kitchen/aabbccddeeff/state")
+        #expect(m.retain == false)
+    }
+}
+
+@Suite struct DiscoveryTests {
+    @Test func oneConfigPerReadingPlusRSSI() throws {
+        let messages = HomeAssistantDiscovery.messages(for: try record(), topics: topics)
+        let node = "homeassistant/%@/pi-kitchen_aabbccddeeff/aabbccddeeff_%@/config"
+        func topic(_ c: String, _ k: String) -> String { String(format: node, c, k) }
+        #expect(messages.map(\.topic) == [
+            topic("sensor", "temperature"), topic("sensor", "humidity"), topic("sensor", "pressure"),
+            topic("sensor", "battery"), topic("sensor", "temperature_probe_1"), topic("binary_sensor", "motion"),
+            topic("sensor", "rssi"),
+        ])
+        #expect(messages.allSatisfy { $0.retain && $0.qos == 1 })
+
+        let required = ["name", "unique_id", "object_id", "state_topic", "value_template", "availability",
+                        "availability_mode", "device"]
+        for m in messages {
+            let o = try object(m)
+            for key in required { #expect(o[key] != nil, "\(m.topic) lacks \(key)") }
+            #expect(o["state_topic"] as? String == "blecompanion/pi-kitchen/aabbccddeeff/state")
+            #expect(o["availability_mode"] as? String == "all")
+            let availability = try #require(o["availability"] as? [[String: Any]])
+            #expect(availability.compactMap { $0["topic"] as? String }
+                == ["blecompanion/pi-kitchen/status", "blecompanion/pi-kitchen/aabbccddeeff/status"])
+            let device = try #require(o["device"] as? [String: Any])
+            #expect(device["identifiers"] as? [String] == ["blecompanion_pi-kitchen_aabbccddeeff"])
+            #expect(device["connections"] as? [[String]] == [["bluetooth", "AA:BB:CC:DD:EE:FF"]])
+            #expect(device["name"] as? String == "Ruuvi 1A2B")
+            #expect(device["model"] as? String == "ruuvi")
+            #expect(device["manufacturer"] as? String == "Ruuvi Innovations")
+            #expect(device["via_device"] as? String == "blecompanion_pi-kitchen")
+        }
+    }
+
+    @Test func classesAndUnits() throws {
+        let messages = HomeAssistantDiscovery.messages(for: try record(), topics: topics)
+        let byObject = try Dictionary(uniqueKeysWithValues: messages.map { m in
+            let o = try object(m)
+            return (o["object_id"] as? String ?? "", o)
+        })
+        func check(_ key: String, _ dc: String, _ unit: String, _ sc: String = "measurement") throws {
+            let o = try #require(byObject["aabbccddeeff_\(key)"])
+            #expect(o["device_class"] as? String == dc, "\(key)")
+            #expect(o["unit_of_measurement"] as? String == unit, "\(key)")
+            #expect(o["state_class"] as? String == sc, "\(key)")
+            #expect(o["value_template"] as? String == "{{ value_json.\(key) }}")
+        }
+        try check("temperature", "temperature", "°C")
+        try check("humidity", "humidity", "%")
+        try check("battery", "battery", "%")
+        try check("pressure", "pressure", "hPa")
+        try check("temperature_probe_1", "temperature", "°C")
+        try check("rssi", "signal_strength", "dBm")
+        let rssi = try #require(byObject["aabbccddeeff_rssi"])
+        #expect(rssi["enabled_by_default"] as? Bool == false)
+
+        let motion = try #require(byObject["aabbccddeeff_motion"])
+        #expect(motion["device_class"] as? String == "motion")
+        #expect(motion["unit_of_measurement"] == nil)
+        #expect(motion["state_class"] == nil)
+        #expect(motion["value_template"] as? String == "{{ 'ON' if value_json.motion else 'OFF' }}")
+        #expect(motion["payload_on"] as? String == "ON")
+        #expect(motion["payload_off"] as? String == "OFF")
+        #expect(byObject["aabbccddeeff_co2"] == nil)   // NaN: not published, not announced
+    }
+
+    @Test func uniqueIDsAreUniqueAndStable() throws {
+        func ids() throws -> [String] {
+            try HomeAssistantDiscovery.messages(for: try record(), topics: topics).map { try object($0)["unique_id"] as? String ?? "" }
+        }
+        let first = try ids()
+        #expect(Set(first).count == first.count)
+        #expect(first.contains("blecompanion_pi-kitchen_aabbccddeeff_temperature"))
+        #expect(try ids() == first)
+        let otherGateway = HomeAssistantDiscovery.messages(for: try record(), topics: GatewayTopics(gatewayID: "garage"))
+        #expect(Set(try otherGateway.map { try object($0)["unique_id"] as? String ?? "" }).isDisjoint(with: first))
+    }
+
+    @Test func removalEmptiesEveryConfig() throws {
+        let r = try record()
+        let configs = HomeAssistantDiscovery.messages(for: r, topics: topics)
+        let removal = HomeAssistantDiscovery.removal(for: r, topics: topics)
+        #expect(removal.map(\.topic) == configs.map(\.topic))
+        #expect(removal.allSatisfy { $0.payload.isEmpty && $0.retain })
+    }
+
+    @Test func textReadingIsAPlainSensor() throws {
+        let messages = HomeAssistantDiscovery.messages(for: try record(readings: [Reading(.button, text: "press")]), topics: topics)
+        let o = try object(try #require(messages.first))
+        #expect(messages.first?.topic.hasPrefix("homeassistant/sensor/") == true)
+        #expect(o["unit_of_measurement"] == nil && o["state_class"] == nil && o["device_class"] == nil)
+    }
+
+    @Test func unnamedDeviceAndUnsafeLabelsAreSanitized() throws {
+        let r = try record(name: nil, readings: [Reading(.temperature, 4, label: "Fridge / top shelf #2")])
+        let messages = HomeAssistantDiscovery.messages(for: r, topics: topics)
+        #expect(messages.first?.topic == "homeassistant/sensor/pi-kitchen_aabbccddeeff/aabbccddeeff_temperature_fridge_top_shelf_2/config")
+        let o = try object(try #require(messages.first))
+        #expect(o["object_id"] as? String == "aabbccddeeff_temperature_fridge_top_shelf_2")
+        #expect(o["value_template"] as? String == "{{ value_json.temperature_fridge_top_shelf_2 }}")
+        #expect(o["name"] as? String == "Temperature (Fridge / top shelf #2)")
+        let device = try #require(o["device"] as? [String: Any])
+        #expect(device["name"] as? String == "AA:BB:CC:DD:EE:FF")
+        for m in messages {
+            let levels = m.topic.split(separator: "/")
+            #expect(levels.count == 5)
+            #expect(levels[2...3].allSatisfy { $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") } })
+        }
+        let state = String(decoding: StatePayload.json(for: r, at: Date()), as: UTF8.self)
+        #expect(state.contains(#""temperature_fridge_top_shelf_2":4"#))
+    }
+
+    @Test func manufacturers() {
+        #expect(HomeAssistantDiscovery.manufacturer(forFormat: "bthome") == "BTHome")
+        #expect(HomeAssistantDiscovery.manufacturer(forFormat: "mibeacon") == "Xiaomi")
+        #expect(HomeAssistantDiscovery.manufacturer(forFormat: "atc1441") == "pvvx custom firmware")
+        #expect(HomeAssistantDiscovery.manufacturer(forFormat: "gatt") == nil)
+        #expect(HomeAssistantDiscovery.manufacturer(forFormat: nil) == nil)
+    }
+}
