@@ -73,7 +73,7 @@ let package = Package(
         .target(name: "Dashboard", dependencies: ["TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
         // Headless gateway (issue 7): so far the pure publishing model (topics, state JSON,
         // Home Assistant discovery). No terminal module; MQTT comes with the wiring.
-        .target(name: "Gateway", dependencies: ["Domain", "BLEParsing", "BlueZ"]),
+        .target(name: "Gateway", dependencies: ["Domain", "BLEParsing", "BlueZ", "MQTT"]),
 
         // MARK: Executables
         .executableTarget(
@@ -92,7 +92,7 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Gateway", "Domain"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "BLEParsing", "BlueZ"]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),

@@ -258,6 +258,7 @@ final class ClientCore: Sendable {
 
 /// libmosquitto's success return code.
 let mosqOK = Int32(MOSQ_ERR_SUCCESS.rawValue)
+let mosqNoConnection = Int32(MOSQ_ERR_NO_CONN.rawValue)
 
 /// libmosquitto's text for one of its return codes (for MOSQ_ERR_ERRNO, the
 /// calling thread's errno: call right after the failing function).

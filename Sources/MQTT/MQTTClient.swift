@@ -173,7 +173,12 @@ public final class MQTTClient: Sendable {
         let rc = message.payload.withUnsafeBytes { bytes in
             mosquitto_publish(handle.raw, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, Int32(message.qos.rawValue), message.retain)
         }
-        guard rc == mosqOK else {
+        // While disconnected, libmosquitto answers NO_CONN for QoS 1/2 but has
+        // queued the message (it has an id) and sends it after reconnecting:
+        // wait for that acknowledgement rather than fail — a caller retrying
+        // would publish it twice.
+        let queuedWhileDisconnected = rc == mosqNoConnection && message.qos != .atMostOnce && mid != 0
+        guard rc == mosqOK || queuedWhileDisconnected else {
             throw .operationFailed(endpoint: endpoint, operation: "publish to \(message.topic)", reason: errorText(rc))
         }
         if message.qos == .atMostOnce {

@@ -1,0 +1,74 @@
+import Domain
+import MQTT
+import Synchronization
+
+/// Drains the outbound queue to the broker, oldest first: each message is
+/// removed from the queue only after the broker acknowledged it, so a broker
+/// outage or a restart loses nothing and keeps the order. Sleeps while the
+/// queue is empty (woken by its depth changing) and while disconnected
+/// (woken by the client's state) — no polling.
+public final class QueuePublisher: Sendable {
+    private let queue: OutboundQueue
+    private let client: MQTTClient
+    private let batch: Int
+    private let failures = StateStore<String?>(nil)
+
+    public init(queue: OutboundQueue, client: MQTTClient, batch: Int = 64) {
+        self.queue = queue
+        self.client = client
+        self.batch = max(1, batch)
+    }
+
+    /// The last publishing failure (nil while all is well), for the event log and metrics.
+    public func lastFailures() -> AsyncStream<String?> { failures.states() }
+
+    /// Runs until cancelled.
+    public func run() async {
+        var depths = queue.depths().makeAsyncIterator()
+        var states = client.states().makeAsyncIterator()
+        var connected = false
+        while !Task.isCancelled {
+            if !connected {
+                // Wait for the client to (re)connect.
+                guard let s = await states.next() else { return }
+                connected = s == .connected
+                continue
+            }
+            let pending: [QueuedMessage]
+            do { pending = try queue.oldest(batch) } catch {
+                failures.update { $0 = error.description }
+                return
+            }
+            if pending.isEmpty {
+                // Nothing to send: wait for the queue to grow (or give up on cancellation).
+                guard let depth = await depths.next() else { return }
+                _ = depth
+                continue
+            }
+            for message in pending {
+                do throws(MQTTError) {
+                    try await client.publish(MQTTMessage(topic: message.topic, payload: message.payload,
+                                                         qos: MQTTQoS(rawValue: message.qos) ?? .atLeastOnce, retain: message.retain))
+                } catch {
+                    // Kept in the queue; sent again once the client is back.
+                    // Start over from the client's current state (a fresh
+                    // stream yields it first); a failure while still
+                    // connected waits a second before trying again.
+                    failures.update { $0 = error.description }
+                    connected = false
+                    states = client.states().makeAsyncIterator()
+                    if case .connected? = await states.next() {
+                        try? await Task.sleep(for: .seconds(1))
+                        connected = true
+                    }
+                    break
+                }
+                do throws(DomainError) { try queue.acknowledge(message.id) } catch {
+                    failures.update { $0 = error.description }
+                    return
+                }
+            }
+            if connected { failures.update { $0 = nil } }
+        }
+    }
+}

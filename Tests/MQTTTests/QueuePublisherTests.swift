@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+import Domain
+import Gateway
+@testable import MQTT
+
+/// The outbound queue drained to a real mosquitto: order kept and nothing
+/// lost across a broker outage.
+@Suite(.timeLimit(.minutes(2))) struct QueuePublisherTests {
+    @Test func readingsQueuedWhileTheBrokerIsDownArriveAfterwardsInOrder() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-qp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let queue = try OutboundQueue(path: dir.appendingPathComponent("outbox.sqlite").path)
+
+        try await withBroker { broker in
+            var config = MQTTConfiguration(host: "127.0.0.1", port: broker.port)
+            config.reconnectDelayMin = 2    // gives the test's new subscriber time to subscribe after the restart
+            config.reconnectDelayMax = 2
+            let client = try await MQTTClient.connect(config)
+            let publisher = QueuePublisher(queue: queue, client: client)
+            let running = Task { await publisher.run() }
+            defer { running.cancel() }
+
+            let first = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
+            let inbox = Inbox(try await first.subscribe("gw/#", qos: .atLeastOnce))
+            for i in 1...5 { try queue.enqueue(topic: "gw/reading", payload: Array("\(i)".utf8)) }
+            let before = await inbox.wait { $0.count >= 5 }
+            #expect(before.compactMap(\.text) == ["1", "2", "3", "4", "5"])
+            #expect(await eventually { queue.depth == 0 })
+
+            // The broker goes away: what is produced meanwhile waits in SQLite.
+            try await broker.pause()
+            for i in 6...15 { try queue.enqueue(topic: "gw/reading", payload: Array("\(i)".utf8)) }
+            #expect(await eventually { queue.depth == 10 })
+            try await broker.resume()
+            let second = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
+            let after = Inbox(try await second.subscribe("gw/#", qos: .atLeastOnce))
+            let rest = await after.wait { $0.count >= 10 }
+            #expect(rest.compactMap(\.text) == (6...15).map(String.init), "every reading, in order")
+            #expect(await eventually { queue.depth == 0 })
+            #expect(try queue.dropped() == 0)
+            running.cancel()
+            await client.disconnect()
+            await first.disconnect()
+            await second.disconnect()
+        }
+    }
+
+    func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+}
