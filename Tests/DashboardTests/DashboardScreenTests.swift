@@ -120,7 +120,8 @@ final class Adapters: AdapterRepository {
     func settle(_ screen: DashboardScreen, _ condition: (DashboardView) -> Bool) async -> Bool {
         if condition(screen.view) { return true }
         let events = screen.changes
-        let deadline = ContinuousClock.now + .seconds(5)
+        // Generous: on a loaded 2-core CI machine the presenters' tasks can wait seconds for a thread.
+        let deadline = ContinuousClock.now + .seconds(20)
         // A tick every 50 ms, so a quiet stream cannot hold the wait past its deadline.
         let post = screen.poster
         let ticker = Task {
