@@ -21,6 +21,9 @@ public final class BlueZDeviceControl: DeviceControl {
     private struct State {
         var rssi: [DeviceID: [RSSISample]] = [:]
         var lastSeen: [DeviceID: Date] = [:]
+        /// Decoded advertisements with the data and key they came from: an
+        /// RSSI change must not decode the same bytes again.
+        var decoded: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, models: [AdvertisementModel])] = [:]
         var subscribers: [UInt64: Subscriber] = [:]
         var next: UInt64 = 0
     }
@@ -54,7 +57,7 @@ public final class BlueZDeviceControl: DeviceControl {
         let (stream, continuation) = AsyncStream<DeviceDetailSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let key = state.withLock { s -> UInt64 in
             s.next += 1
-            let first = snapshot(of: id, s)
+            let first = snapshot(of: id, client.mirror.snapshot(), &s)
             continuation.yield(first)
             s.subscribers[s.next] = Subscriber(device: id, continuation: continuation, last: first)
             return s.next
@@ -65,6 +68,7 @@ public final class BlueZDeviceControl: DeviceControl {
 
     private func apply(_ event: BlueZEvent) {
         let time = now()
+        let mirror = client.mirror.snapshot()
         var concerned: DeviceID?
         var everyone = false
         switch event {
@@ -77,7 +81,7 @@ public final class BlueZDeviceControl: DeviceControl {
             if interface == BlueZInterface.adapter { everyone = true; break }
             concerned = DeviceID(path: path) ?? GATTAttributeID(path: path)?.device
             if let id = concerned, interface == BlueZInterface.device {
-                if changed["RSSI"] != nil, let rssi = client.mirror.snapshot().devices[id]?.rssi {
+                if changed["RSSI"] != nil, let rssi = mirror.devices[id]?.rssi {
                     state.withLock { s in
                         var h = s.rssi[id, default: []]
                         h.append(RSSISample(at: time, value: rssi))
@@ -95,10 +99,11 @@ public final class BlueZDeviceControl: DeviceControl {
             if case let .interfacesRemoved(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
                 s.rssi[id] = nil
                 s.lastSeen[id] = nil
+                s.decoded[id] = nil
             }
             for key in s.subscribers.keys {
                 guard let sub = s.subscribers[key], everyone || sub.device == concerned else { continue }
-                let fresh = snapshot(of: sub.device, s)
+                let fresh = snapshot(of: sub.device, mirror, &s)
                 guard fresh != sub.last else { continue }
                 s.subscribers[key]?.last = fresh
                 sub.continuation.yield(fresh)
@@ -106,8 +111,7 @@ public final class BlueZDeviceControl: DeviceControl {
         }
     }
 
-    private func snapshot(of id: DeviceID, _ s: State) -> DeviceDetailSnapshot {
-        let snap = client.mirror.snapshot()
+    private func snapshot(of id: DeviceID, _ snap: BlueZSnapshot, _ s: inout State) -> DeviceDetailSnapshot {
         let availability: Availability
         if !snap.available {
             availability = .bluetoothdGone
@@ -135,7 +139,14 @@ public final class BlueZDeviceControl: DeviceControl {
         details.servicesResolved = d.servicesResolved
         details.battery = snap.batteries[id]
         details.uuids = d.uuids
-        let models = AdvertisementReadings.decode(d, bindkey: bindkeys(id.address))
+        let key = bindkeys(id.address)
+        let models: [AdvertisementModel]
+        if let cached = s.decoded[id], cached.manufacturer == d.manufacturerData, cached.service == d.serviceData, cached.key == key {
+            models = cached.models
+        } else {
+            models = AdvertisementReadings.decode(d, bindkey: key)
+            s.decoded[id] = (d.manufacturerData, d.serviceData, key, models)
+        }
         details.format = models.first?.formatName
         details.readings = models.flatMap(\.readings)
         details.lastSeen = s.lastSeen[id]
