@@ -440,7 +440,7 @@ public enum DashboardContent {
                 for c in service.characteristics {
                     var text = "  \(c.name ?? Format.shortUUID(c.uuid)) [\(flagsText(c))]"
                     if c.notifying { text += " ◉" }
-                    if let v = c.value { text += " = \(Format.hex(v))" }
+                    if let v = c.value { text += " = \(hexString(bytes: v))" }
                     if let d = Format.decoded(c.decoded) { text += " → \(d)" }
                     if let op = s.operations[c.id] { text += "  " + operationText(op) }
                     lines.append((text, .plain, index))

@@ -169,7 +169,7 @@ public final class DashboardScreen {
             let name = c.name ?? Format.shortUUID(c.uuid)
             switch op {
             case .reading:
-                let value = c.value.map { Format.hex($0) } ?? "(empty)"
+                let value = c.value.map { hexString(bytes: $0) } ?? "(empty)"
                 notice("Read \(name): \(value)\(Format.decoded(c.decoded).map { " → " + $0 } ?? "")", level: .info)
             case .writing:
                 notice("Wrote \(name).", level: .info)

@@ -74,9 +74,6 @@ public enum Format {
         })
     }
 
-    public static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String(format: "%02x", $0) }.joined()
-    }
 
     public static func decoded(_ d: DecodedValue?) -> String? {
         switch d {

@@ -21,9 +21,7 @@ public final class BlueZDeviceControl: DeviceControl {
     private struct State {
         var rssi: [DeviceID: [RSSISample]] = [:]
         var lastSeen: [DeviceID: Date] = [:]
-        /// Decoded advertisements with the data and key they came from: an
-        /// RSSI change must not decode the same bytes again.
-        var decoded: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, models: [AdvertisementModel])] = [:]
+        var decoded = AdvertisementCache()
         var subscribers: [UInt64: Subscriber] = [:]
         var next: UInt64 = 0
     }
@@ -99,7 +97,7 @@ public final class BlueZDeviceControl: DeviceControl {
             if case let .interfacesRemoved(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
                 s.rssi[id] = nil
                 s.lastSeen[id] = nil
-                s.decoded[id] = nil
+                s.decoded.forget(id)
             }
             for key in s.subscribers.keys {
                 guard let sub = s.subscribers[key], everyone || sub.device == concerned else { continue }
@@ -139,14 +137,7 @@ public final class BlueZDeviceControl: DeviceControl {
         details.servicesResolved = d.servicesResolved
         details.battery = snap.batteries[id]
         details.uuids = d.uuids
-        let key = bindkeys(id.address)
-        let models: [AdvertisementModel]
-        if let cached = s.decoded[id], cached.manufacturer == d.manufacturerData, cached.service == d.serviceData, cached.key == key {
-            models = cached.models
-        } else {
-            models = AdvertisementReadings.decode(d, bindkey: key)
-            s.decoded[id] = (d.manufacturerData, d.serviceData, key, models)
-        }
+        let models = s.decoded.models(for: d, bindkey: bindkeys(id.address))
         details.format = models.first?.formatName
         details.readings = models.flatMap(\.readings)
         details.lastSeen = s.lastSeen[id]

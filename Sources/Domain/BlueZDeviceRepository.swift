@@ -20,6 +20,30 @@ public enum AdvertisementReadings {
     }
 }
 
+/// Decoded advertisements per device, with the data and key they came from:
+/// a flood of RSSI changes must not decode the same bytes again.
+struct AdvertisementCache {
+    private var entries: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, models: [AdvertisementModel])] = [:]
+
+    var count: Int { entries.count }
+
+    /// `device`'s decoded advertisements, decoding only when its data or key changed.
+    mutating func models(for device: Device, bindkey: [UInt8]?) -> [AdvertisementModel] {
+        if let cached = entries[device.id], cached.manufacturer == device.manufacturerData,
+           cached.service == device.serviceData, cached.key == bindkey {
+            return cached.models
+        }
+        let fresh = AdvertisementReadings.decode(device, bindkey: bindkey)
+        entries[device.id] = (device.manufacturerData, device.serviceData, bindkey, fresh)
+        return fresh
+    }
+
+    mutating func forget(_ id: DeviceID) { entries[id] = nil }
+
+    /// Forgets every device not in `present` (bluetoothd removed them).
+    mutating func keep(only present: Set<DeviceID>) { entries = entries.filter { present.contains($0.key) } }
+}
+
 /// The device repository over a live BlueZ mirror: bluetoothd's tree plus
 /// decoded advertisements; republished on every change the mirror reports.
 public final class BlueZDeviceRepository: DeviceRepository {
@@ -30,9 +54,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private struct State {
         var lastSeen: [DeviceID: Date] = [:]
         var session: DiscoverySession?
-        /// Decoded advertisements per device, with the data they came from:
-        /// a flood of RSSI changes must not re-decode every device each time.
-        var decoded: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, models: [AdvertisementModel])] = [:]
+        var decoded = AdvertisementCache()
     }
     private let state = Mutex(State())
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
@@ -143,18 +165,9 @@ public final class BlueZDeviceRepository: DeviceRepository {
         let models: [[AdvertisementModel]] = state.withLock { s in
             if s.decoded.count > devices.count {
                 // Devices bluetoothd removed: forget their decoded data.
-                let present = Set(devices.map(\.id))
-                s.decoded = s.decoded.filter { present.contains($0.key) }
+                s.decoded.keep(only: Set(devices.map(\.id)))
             }
-            return devices.map { d in
-                let key = bindkeys(d.address)
-                if let cached = s.decoded[d.id], cached.manufacturer == d.manufacturerData, cached.service == d.serviceData, cached.key == key {
-                    return cached.models
-                }
-                let fresh = AdvertisementReadings.decode(d, bindkey: key)
-                s.decoded[d.id] = (d.manufacturerData, d.serviceData, key, fresh)
-                return fresh
-            }
+            return devices.map { d in s.decoded.models(for: d, bindkey: bindkeys(d.address)) }
         }
         let records = zip(devices, models).map { d, decoded in
             var r = DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
