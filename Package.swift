@@ -18,6 +18,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // Gateway only: YAML configuration with line numbers, and graceful service lifecycle.
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         // MARK: C shims (not API; imported implementation-only)
@@ -47,6 +50,12 @@ let package = Package(
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
         // MQTT client for the headless gateway (issue 7): libmosquitto, imported internally.
         .target(name: "MQTT", dependencies: ["CMosquitto"]),
+        // A small HTTP/1.1 server on POSIX sockets (local API of the gateway): no NIO, builds in seconds.
+        .target(name: "HTTPServer"),
+        // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.
+        .target(name: "ServiceSupport", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        // The gateway's configuration file (YAML): model, parsing, validation with key + line.
+        .target(name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")]),
         .target(
             name: "BLEParsing",
             dependencies: ["CLibCrypto"],
@@ -71,9 +80,13 @@ let package = Package(
         // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
         .target(name: "TerminalUI"),
         .target(name: "Dashboard", dependencies: ["TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
-        // Headless gateway (issue 7): so far the pure publishing model (topics, state JSON,
-        // Home Assistant discovery). No terminal module; MQTT comes with the wiring.
-        .target(name: "Gateway", dependencies: ["Domain", "BLEParsing", "BlueZ", "MQTT"]),
+        // Headless gateway: the same repositories and presenters as the dashboard, with MQTT and
+        // HTTP as its front ends. No terminal module.
+        .target(name: "Gateway", dependencies: [
+            "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig",
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        ]),
 
         // MARK: Executables
         .executableTarget(
@@ -94,6 +107,9 @@ let package = Package(
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Gateway", "Domain"]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "BLEParsing", "BlueZ"]),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
+        .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
         .testTarget(name: "PresenterTests", dependencies: [

@@ -1,0 +1,1 @@
+// Gateway configuration (issue 7).

@@ -1,0 +1,1 @@
+// systemd notify and JSON logging (issue 7).

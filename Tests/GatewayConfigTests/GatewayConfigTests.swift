@@ -1,0 +1,4 @@
+import Testing
+@testable import GatewayConfig
+
+@Test func placeholderGatewayConfig() { #expect(Bool(true)) }

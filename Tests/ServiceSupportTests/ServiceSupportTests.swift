@@ -1,0 +1,4 @@
+import Testing
+@testable import ServiceSupport
+
+@Test func placeholderServiceSupport() { #expect(Bool(true)) }
