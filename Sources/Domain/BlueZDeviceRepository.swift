@@ -8,6 +8,12 @@ import Synchronization
 public enum AdvertisementReadings {
     /// `bindkey`: the device's key for encrypted formats (BTHome, MiBeacon).
     public static func decode(_ device: Device, bindkey: [UInt8]? = nil) -> [AdvertisementModel] {
+        return decodeCounting(device, bindkey: bindkey).models
+    }
+
+    /// The models, and the decoders that recognised the data but failed on
+    /// it (their `DecodeError.context`, e.g. "BTHome v2"), for metrics.
+    static func decodeCounting(_ device: Device, bindkey: [UInt8]?) -> (models: [AdvertisementModel], failures: [String]) {
         var adv = Advertisement(localName: device.name)
         adv.address = try? DeviceAddress(bytes: device.address.bytes)
         for (company, data) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
@@ -16,8 +22,25 @@ public enum AdvertisementReadings {
         for (uuid, data) in device.serviceData.sorted(by: { $0.key < $1.key }) {
             if let u = try? BluetoothUUID(parsing: uuid) { adv.serviceData.append(ServiceData(uuid: u, data: data)) }
         }
-        return AdvertisementDecoder.decode(adv, bindkey: bindkey).compactMap { try? $0.get() }
+        var models: [AdvertisementModel] = []
+        var failures: [String] = []
+        for result in AdvertisementDecoder.decode(adv, bindkey: bindkey) {
+            switch result {
+            case let .success(model): models.append(model)
+            case let .failure(error): failures.append(error.context)
+            }
+        }
+        return (models, failures)
     }
+}
+
+/// Counters a device repository keeps for monitoring (the gateway's `/metrics`).
+public struct DeviceRepositoryStatistics: Sendable, Equatable {
+    /// Advertisement events seen (RSSI, manufacturer or service data changed, or a device appeared).
+    public var advertisements: UInt64 = 0
+    /// Advertisement payloads a decoder recognised but could not decode, by decoder.
+    public var decodeErrors: [String: UInt64] = [:]
+    public init() {}
 }
 
 /// Decoded advertisements per device, with the data and key they came from:
@@ -26,6 +49,8 @@ struct AdvertisementCache {
     private var entries: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, models: [AdvertisementModel])] = [:]
 
     var count: Int { entries.count }
+    /// Decode failures by decoder, counted once per distinct payload.
+    private(set) var failures: [String: UInt64] = [:]
 
     /// `device`'s decoded advertisements, decoding only when its data or key changed.
     mutating func models(for device: Device, bindkey: [UInt8]?) -> [AdvertisementModel] {
@@ -33,7 +58,8 @@ struct AdvertisementCache {
            cached.service == device.serviceData, cached.key == bindkey {
             return cached.models
         }
-        let fresh = AdvertisementReadings.decode(device, bindkey: bindkey)
+        let (fresh, failed) = AdvertisementReadings.decodeCounting(device, bindkey: bindkey)
+        for context in failed { failures[context, default: 0] += 1 }
         entries[device.id] = (device.manufacturerData, device.serviceData, bindkey, fresh)
         return fresh
     }
@@ -55,6 +81,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         var lastSeen: [DeviceID: Date] = [:]
         var session: DiscoverySession?
         var decoded = AdvertisementCache()
+        var advertisements: UInt64 = 0
     }
     private let state = Mutex(State())
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
@@ -100,6 +127,16 @@ public final class BlueZDeviceRepository: DeviceRepository {
     deinit { follower.withLock { $0?.cancel() } }
 
     public func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
+
+    /// Advertisement and decode-failure counts since this repository started.
+    public var statistics: DeviceRepositoryStatistics {
+        state.withLock { s in
+            var out = DeviceRepositoryStatistics()
+            out.advertisements = s.advertisements
+            out.decodeErrors = s.decoded.failures
+            return out
+        }
+    }
 
     /// With a `scanner` (the adapter repository), scanning is its one
     /// discovery session per adapter: bluetoothd keeps one discovery and one
@@ -159,6 +196,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         let time = now()
         let lastSeen = state.withLock { s -> [DeviceID: Date] in
             for id in changed { s.lastSeen[id] = time }
+            s.advertisements &+= UInt64(changed.count)
             return s.lastSeen
         }
         let devices = adapter.map { snap.devices(on: $0.id) } ?? []

@@ -12,6 +12,10 @@ public final class QueuePublisher: Sendable {
     private let client: MQTTClient
     private let batch: Int
     private let failures = StateStore<String?>(nil)
+    private let acknowledged = Atomic<UInt64>(0)
+
+    /// Messages the broker acknowledged since this publisher started.
+    public var publishedCount: UInt64 { acknowledged.load(ordering: .relaxed) }
 
     public init(queue: OutboundQueue, client: MQTTClient, batch: Int = 64) {
         self.queue = queue
@@ -63,6 +67,7 @@ public final class QueuePublisher: Sendable {
                     }
                     break
                 }
+                acknowledged.add(1, ordering: .relaxed)
                 do throws(DomainError) { try queue.acknowledge(message.id) } catch {
                     failures.update { $0 = error.description }
                     return

@@ -1,0 +1,368 @@
+import BLEParsing
+import BlueZ
+import Domain
+import Foundation
+import Presenters
+import Synchronization
+
+/// A request to the gateway about one device, from MQTT (`…/<addr>/command`)
+/// or HTTP (`POST /api/devices/<address>/actions`). JSON:
+///
+/// ```json
+/// {"action": "connect"}
+/// {"action": "disconnect"}
+/// {"action": "read",   "characteristic": "2a37"}
+/// {"action": "write",  "characteristic": "2a39", "value": "01", "without_response": false}
+/// {"action": "notify", "characteristic": "2a37", "enable": true}
+/// ```
+///
+/// `characteristic` is a 16-bit or 128-bit UUID, or the characteristic's
+/// object path; `id` (any string) is echoed in the reply.
+public struct GatewayCommand: Sendable, Equatable {
+    public enum Action: String, Sendable, Equatable, CaseIterable {
+        case connect, disconnect, read, write, notify
+    }
+
+    public var action: Action
+    public var characteristic: String?
+    public var value: [UInt8]?
+    public var withoutResponse: Bool
+    public var enable: Bool
+    public var id: String?
+
+    public init(action: Action, characteristic: String? = nil, value: [UInt8]? = nil, withoutResponse: Bool = false,
+                enable: Bool = true, id: String? = nil) {
+        self.action = action
+        self.characteristic = characteristic
+        self.value = value
+        self.withoutResponse = withoutResponse
+        self.enable = enable
+        self.id = id
+    }
+
+    /// Parses a command; the error says which member is wrong and why.
+    public static func parse(_ bytes: [UInt8]) throws(GatewayCommandError) -> GatewayCommand {
+        let object: Any
+        do { object = try JSONSerialization.jsonObject(with: Data(bytes)) } catch {
+            throw GatewayCommandError(id: nil, "the command is not JSON: \(Self.reason(error))")
+        }
+        guard let dict = object as? [String: Any] else {
+            throw GatewayCommandError(id: nil, "the command must be a JSON object like {\"action\": \"read\", \"characteristic\": \"2a37\"}")
+        }
+        var id: String?
+        if let raw = dict["id"] {
+            if let s = raw as? String { id = s } else if let n = raw as? NSNumber { id = n.stringValue } else {
+                throw GatewayCommandError(id: nil, "\"id\" must be a string or a number")
+            }
+        }
+        let known: Set<String> = ["action", "characteristic", "value", "without_response", "enable", "id"]
+        if let unknown = dict.keys.sorted().first(where: { !known.contains($0) }) {
+            throw GatewayCommandError(id: id, "unknown member \"\(unknown)\" (known: \(known.sorted().joined(separator: ", ")))")
+        }
+        guard let actionText = dict["action"] as? String else {
+            throw GatewayCommandError(id: id, "\"action\" is missing or not a string (one of \(Action.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        guard let action = Action(rawValue: actionText) else {
+            throw GatewayCommandError(id: id, "unknown action \"\(actionText)\" (one of \(Action.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        var command = GatewayCommand(action: action, id: id)
+        if let raw = dict["characteristic"] {
+            guard let s = raw as? String, !s.isEmpty else { throw GatewayCommandError(id: id, "\"characteristic\" must be a UUID or an object path") }
+            command.characteristic = s
+        }
+        if let raw = dict["value"] {
+            guard let s = raw as? String, let bytes = Self.hexBytes(s) else {
+                throw GatewayCommandError(id: id, "\"value\" must be hex bytes like \"0a1b\"")
+            }
+            command.value = bytes
+        }
+        if let raw = dict["without_response"] {
+            guard let b = raw as? Bool, isJSONBool(raw) else { throw GatewayCommandError(id: id, "\"without_response\" must be true or false") }
+            command.withoutResponse = b
+        }
+        if let raw = dict["enable"] {
+            guard let b = raw as? Bool, isJSONBool(raw) else { throw GatewayCommandError(id: id, "\"enable\" must be true or false") }
+            command.enable = b
+        }
+        switch action {
+        case .read, .write, .notify:
+            if command.characteristic == nil { throw GatewayCommandError(id: id, "\"\(action.rawValue)\" needs \"characteristic\"") }
+        case .connect, .disconnect: break
+        }
+        if action == .write && command.value == nil { throw GatewayCommandError(id: id, "\"write\" needs \"value\" (hex)") }
+        return command
+    }
+
+    static func hexBytes(_ text: String) -> [UInt8]? {
+        let digits = Array(text.filter { !$0.isWhitespace && $0 != ":" }.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var i = 0
+        while i < digits.count {
+            guard let hi = hexValue(digits[i]), let lo = hexValue(digits[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c - 0x30
+        case 0x61...0x66: return c - 0x61 + 10
+        case 0x41...0x46: return c - 0x41 + 10
+        default: return nil
+        }
+    }
+
+    private static func reason(_ error: Error) -> String {
+        (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String ?? "invalid JSON"
+    }
+}
+
+/// JSONSerialization gives NSNumber for both numbers and booleans; only a
+/// real JSON `true`/`false` counts as a boolean.
+private func isJSONBool(_ value: Any) -> Bool {
+    guard let n = value as? NSNumber else { return false }
+    return String(cString: n.objCType) == "c"
+}
+
+public struct GatewayCommandError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var id: String?
+    public var description: String
+    public init(id: String?, _ description: String) {
+        self.id = id
+        self.description = description
+    }
+}
+
+/// The answer to a command: `{"action":…,"id":…,"ok":true,"value":"48","readings":{…}}`
+/// or `{"action":…,"error":"…","id":…,"ok":false}`.
+public struct GatewayCommandReply: Sendable, Equatable {
+    public var id: String?
+    public var action: String?
+    public var address: BluetoothAddress
+    public var error: String?
+    public var value: [UInt8]?
+    public var readings: [Reading]
+
+    public init(id: String?, action: String?, address: BluetoothAddress, error: String? = nil, value: [UInt8]? = nil,
+                readings: [Reading] = []) {
+        self.id = id
+        self.action = action
+        self.address = address
+        self.error = error
+        self.value = value
+        self.readings = readings
+    }
+
+    public var ok: Bool { error == nil }
+
+    public var json: [UInt8] {
+        var members: [(String, FieldValue)] = [
+            ("address", .string(address.description)),
+            ("action", action.map { .string($0) } ?? .null),
+            ("id", id.map { .string($0) } ?? .null),
+            ("ok", .bool(ok)),
+        ]
+        if let error { members.append(("error", .string(error))) }
+        if let value { members.append(("value", .string(hexString(bytes: value)))) }
+        if !readings.isEmpty {
+            var values: [(String, FieldValue)] = []
+            for (key, reading) in ReadingKey.published(readings) {
+                switch reading.value {
+                case let .number(v): values.append((key, .number(v)))
+                case let .bool(b): values.append((key, .bool(b)))
+                case let .text(t): values.append((key, .string(t)))
+                }
+            }
+            members.append(("readings", .nested(values)))
+        }
+        return SortedJSON.bytes(members)
+    }
+}
+
+/// Carries out commands through the same presenter the dashboard's detail
+/// screen uses: each command is a ``DeviceDetailPresenter`` action, and its
+/// result is read from the presenter's state (the command or attribute
+/// operation going from running to finished). One command per device at a
+/// time; others for the same device wait their turn.
+public final class CommandExecutor: Sendable {
+    private let control: any DeviceControl
+    private let adapter: @Sendable () -> AdapterID
+    private let timeout: Duration
+    private let presenters = Mutex<[DeviceID: DeviceDetailPresenter]>([:])
+    private let turns = DeviceTurns()
+    private let navigator = Navigator()
+
+    /// `adapter`: the adapter device ids are formed on (asked at each command:
+    /// bluetoothd may come back with another).
+    public init(control: any DeviceControl, adapter: @escaping @Sendable () -> AdapterID, timeout: Duration = .seconds(60)) {
+        self.control = control
+        self.adapter = adapter
+        self.timeout = timeout
+    }
+
+    public func execute(_ command: GatewayCommand, on address: BluetoothAddress) async -> GatewayCommandReply {
+        let id = DeviceID(adapter: adapter(), address: address)
+        await turns.acquire(id)
+        defer { Task { await turns.release(id) } }
+        let presenter = presenter(for: id)
+        var reply = GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address)
+        let outcome = await withTaskGroup(of: Outcome?.self) { group -> Outcome in
+            group.addTask { await Self.run(command, presenter: presenter) }
+            group.addTask { [timeout] in
+                try? await Task.sleep(for: timeout)
+                return Task.isCancelled ? nil : .failure("timed out after \(timeout)")
+            }
+            var result: Outcome = .failure("cancelled")
+            for await value in group {
+                if let value { result = value; break }
+            }
+            group.cancelAll()
+            return result
+        }
+        switch outcome {
+        case let .failure(text): reply.error = text
+        case let .success(value, readings):
+            reply.value = value
+            reply.readings = readings
+        }
+        return reply
+    }
+
+    enum Outcome: Sendable {
+        case success([UInt8]?, [Reading])
+        case failure(String)
+    }
+
+    private func presenter(for id: DeviceID) -> DeviceDetailPresenter {
+        presenters.withLock { map in
+            if let p = map[id] { return p }
+            let p = DeviceDetailPresenter(device: id, control: control, history: nil, watchList: nil, navigator: navigator)
+            map[id] = p
+            return p
+        }
+    }
+
+    private static func run(_ command: GatewayCommand, presenter: DeviceDetailPresenter) async -> Outcome {
+        let states = presenter.states()
+        switch command.action {
+        case .connect, .disconnect:
+            let kind: DeviceDetailPresenter.Command = command.action == .connect ? .connect : .disconnect
+            var iterator = states.makeAsyncIterator()
+            // The current state first: wait for the details to load.
+            guard let first = await iterator.next() else { return .failure("cancelled") }
+            if case let .running(other) = first.command { return .failure("busy: \(other) is running") }
+            if let problem = unusable(first) { return .failure(problem) }
+            presenter.send(command.action == .connect ? .connectRequested : .disconnectRequested)
+            var started = false
+            while let s = await iterator.next() {
+                switch s.command {
+                case .running(kind): started = true
+                case let .failed(k, message) where k == kind && started: return .failure(message)
+                case .idle where started: return .success(nil, [])
+                default: continue
+                }
+            }
+            return .failure("cancelled")
+        case .read, .write, .notify:
+            var iterator = states.makeAsyncIterator()
+            var current: DeviceDetailPresenter.State?
+            // Wait until the device and its services are known.
+            while let s = await iterator.next() {
+                if let problem = unusable(s) { return .failure(problem) }
+                if case .loaded = s.services { current = s; break }
+                if case let .unavailable(reason) = s.services { return .failure("\(reason) (send {\"action\":\"connect\"} first)") }
+                if case let .failed(reason) = s.services { return .failure(reason) }
+            }
+            guard let state = current, let target = command.characteristic else { return .failure("cancelled") }
+            guard let node = find(target, in: state.services.value ?? []) else {
+                return .failure("no characteristic \(target) on this device")
+            }
+            let action: DeviceDetailPresenter.Action
+            switch command.action {
+            case .read:
+                guard node.canRead else { return .failure("characteristic \(node.uuid) cannot be read (flags: \(node.flags.joined(separator: ",")))") }
+                action = .readRequested(node.id)
+            case .write:
+                guard node.canWrite || node.canWriteWithoutResponse else {
+                    return .failure("characteristic \(node.uuid) cannot be written (flags: \(node.flags.joined(separator: ",")))")
+                }
+                action = .writeRequested(node.id, hex: hexString(bytes: command.value ?? []), withoutResponse: command.withoutResponse)
+            default:
+                guard node.canNotify else { return .failure("characteristic \(node.uuid) does not notify (flags: \(node.flags.joined(separator: ",")))") }
+                if node.notifying == command.enable { return .success(nil, []) }
+                action = .notifyToggled(node.id)
+            }
+            presenter.send(action)
+            var started = false
+            while let s = await iterator.next() {
+                switch s.operations[node.id] {
+                case .failed(let message)?: if started { return .failure(message) }
+                case nil:
+                    if started {
+                        let fresh = find(node.id.path.rawValue, in: s.services.value ?? [])
+                        if command.action == .read {
+                            var readings: [Reading] = []
+                            if case let .readings(r)? = fresh?.decoded { readings = r }
+                            return .success(fresh?.value, readings)
+                        }
+                        return .success(nil, [])
+                    }
+                case .some: started = true
+                }
+            }
+            return .failure("cancelled")
+        }
+    }
+
+    /// Why nothing can be done with the device, if so.
+    private static func unusable(_ s: DeviceDetailPresenter.State) -> String? {
+        switch s.device {
+        case let .unavailable(reason), let .failed(reason): return reason
+        case .loading, .loaded: return nil
+        }
+    }
+
+    /// The characteristic with this object path, full UUID or 16-bit UUID.
+    static func find(_ target: String, in services: [GATTServiceNode]) -> GATTCharacteristicNode? {
+        let wanted = target.lowercased()
+        let full: String? = if wanted.count == 4, wanted.allSatisfy(\.isHexDigit) {
+            "0000\(wanted)-0000-1000-8000-00805f9b34fb"
+        } else if wanted.count == 8, wanted.allSatisfy(\.isHexDigit) {
+            "\(wanted)-0000-1000-8000-00805f9b34fb"
+        } else { nil }
+        for service in services {
+            for c in service.characteristics {
+                if c.id.path.rawValue == target || c.uuid.lowercased() == wanted || c.uuid.lowercased() == full { return c }
+            }
+        }
+        return nil
+    }
+}
+
+/// One command per device at a time, in arrival order.
+private actor DeviceTurns {
+    private var busy: Set<DeviceID> = []
+    private var waiting: [DeviceID: [CheckedContinuation<Void, Never>]] = [:]
+
+    func acquire(_ id: DeviceID) async {
+        if !busy.contains(id) {
+            busy.insert(id)
+            return
+        }
+        await withCheckedContinuation { waiting[id, default: []].append($0) }
+    }
+
+    func release(_ id: DeviceID) {
+        if var queue = waiting[id], !queue.isEmpty {
+            let next = queue.removeFirst()
+            waiting[id] = queue.isEmpty ? nil : queue
+            next.resume()   // the turn passes on; `busy` stays set
+        } else {
+            busy.remove(id)
+        }
+    }
+}

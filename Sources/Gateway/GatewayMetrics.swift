@@ -1,0 +1,105 @@
+import Foundation
+import Synchronization
+
+/// What the gateway counts, rendered in the Prometheus text exposition
+/// format (version 0.0.4) for `GET /metrics`. Counters only grow; gauges
+/// are the current value. Thread-safe.
+public final class GatewayMetrics: Sendable {
+    public struct Values: Sendable, Equatable {
+        public var advertisements: UInt64 = 0
+        public var advertisementsPerSecond: Double = 0
+        public var decodeErrors: [String: UInt64] = [:]
+        public var connections: UInt64 = 0
+        public var connectionFailures: UInt64 = 0
+        public var queueDepth: Int = 0
+        public var queueDropped: Int = 0
+        public var published: UInt64 = 0
+        public var mqttConnected = false
+        public var dbusErrors: UInt64 = 0
+        public var bluetoothdAvailable = false
+        public var devicesOnline: Int = 0
+        public var commands: [String: UInt64] = [:]   // "action/result"
+        public init() {}
+    }
+
+    private struct Sample { var at: Date; var count: UInt64 }
+    private let values = Mutex(Values())
+    private let samples = Mutex<[Sample]>([])
+    /// The rate is over this window.
+    private let window: TimeInterval = 60
+
+    public init() {}
+
+    public var current: Values { values.withLock { $0 } }
+
+    public func update(_ change: (inout Values) -> Void) { values.withLock { change(&$0) } }
+
+    /// Records the advertisement counter at `now` and recomputes the rate
+    /// over the last minute of samples (a sample at most every second).
+    public func recordAdvertisements(_ total: UInt64, at now: Date) {
+        let rate: Double = samples.withLock { s in
+            if let last = s.last, now.timeIntervalSince(last.at) < 1 {
+                s[s.count - 1].count = max(last.count, total)
+            } else {
+                s.append(Sample(at: now, count: total))
+            }
+            while s.count > 2, let first = s.first, now.timeIntervalSince(first.at) > window { s.removeFirst() }
+            guard let first = s.first, let last = s.last, last.at > first.at, last.count >= first.count else { return 0 }
+            return Double(last.count - first.count) / last.at.timeIntervalSince(first.at)
+        }
+        values.withLock {
+            $0.advertisements = total
+            $0.advertisementsPerSecond = rate
+        }
+    }
+
+    public func countCommand(_ action: String, ok: Bool) {
+        values.withLock { $0.commands["\(action)/\(ok ? "ok" : "error")", default: 0] += 1 }
+    }
+
+    /// The exposition text.
+    public func render() -> String {
+        let v = current
+        var out = ""
+        func metric(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for s in samples { out += "\(name)\(s.labels) \(s.value)\n" }
+        }
+        metric("blecompanion_advertisements_total", "counter", "Advertisement events received from bluetoothd.",
+               [("", "\(v.advertisements)")])
+        metric("blecompanion_advertisements_per_second", "gauge", "Advertisement events per second over the last minute.",
+               [("", Self.number(v.advertisementsPerSecond))])
+        metric("blecompanion_decode_errors_total", "counter",
+               "Advertisement payloads a decoder recognised but could not decode, by format.",
+               v.decodeErrors.keys.sorted().map { ("{format=\"\(Self.escape($0))\"}", "\(v.decodeErrors[$0] ?? 0)") })
+        metric("blecompanion_connections_total", "counter", "Connections of watched devices established.", [("", "\(v.connections)")])
+        metric("blecompanion_connection_failures_total", "counter", "Connection attempts of watched devices that failed.",
+               [("", "\(v.connectionFailures)")])
+        metric("blecompanion_mqtt_queue_depth", "gauge", "Messages waiting in the outbound queue.", [("", "\(v.queueDepth)")])
+        metric("blecompanion_mqtt_queue_dropped_total", "counter", "Messages dropped because the outbound queue was full.",
+               [("", "\(v.queueDropped)")])
+        metric("blecompanion_mqtt_published_total", "counter", "Messages the broker acknowledged.", [("", "\(v.published)")])
+        metric("blecompanion_mqtt_connected", "gauge", "1 while connected to the MQTT broker.", [("", v.mqttConnected ? "1" : "0")])
+        metric("blecompanion_dbus_errors_total", "counter", "D-Bus calls to bluetoothd that failed.", [("", "\(v.dbusErrors)")])
+        metric("blecompanion_bluetoothd_available", "gauge", "1 while bluetoothd and the adapter are usable.",
+               [("", v.bluetoothdAvailable ? "1" : "0")])
+        metric("blecompanion_devices_online", "gauge", "Published devices currently online.", [("", "\(v.devicesOnline)")])
+        metric("blecompanion_commands_total", "counter", "Device commands (MQTT and HTTP) by action and result.",
+               v.commands.keys.sorted().map { key in
+                   let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
+                   return ("{action=\"\(Self.escape(parts.first ?? ""))\",result=\"\(Self.escape(parts.last ?? ""))\"}", "\(v.commands[key] ?? 0)")
+               })
+        return out
+    }
+
+    static func number(_ d: Double) -> String {
+        guard d.isFinite else { return d.isNaN ? "NaN" : (d > 0 ? "+Inf" : "-Inf") }
+        return String(format: "%.3f", d)
+    }
+
+    /// Label values escape backslash, double quote and newline.
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+}

@@ -1,0 +1,586 @@
+import BLEParsing
+import BlueZ
+import DBus
+import Domain
+import Foundation
+import Logging
+import MQTT
+import Presenters
+import Synchronization
+
+/// Everything a gateway needs to know, resolved from the configuration file.
+public struct GatewayOptions: Sendable {
+    public var topics: GatewayTopics
+    public var selection: DeviceSelection
+    public var policy: PublishPolicy
+    public var discovery: Bool
+    /// A device not heard for this long is published offline.
+    public var expireAfter: TimeInterval
+    /// Adapter name ("hci0"); nil: the first one bluetoothd has.
+    public var adapter: String?
+    /// Start discovery (active scanning); false: listen to what bluetoothd
+    /// reports for other clients' discovery only.
+    public var activeScan: Bool
+    public var filter: DiscoveryFilter
+    public var bindkeys: [BluetoothAddress: [UInt8]]
+    /// Devices kept connected, with the characteristics (UUIDs) to subscribe to.
+    public var watched: [BluetoothAddress: [String]]
+    /// nil: no MQTT (HTTP only). The runtime sets the will itself.
+    public var mqtt: MQTTConfiguration?
+    public var queueCapacity: Int
+    public var http: HTTPOptions?
+    public var stateDirectory: URL
+    /// How long shutdown waits for the queue to drain to a connected broker.
+    public var flushTimeout: Duration
+
+    public struct HTTPOptions: Sendable, Equatable {
+        public var host: String
+        public var port: Int
+        public var token: String?
+        public init(host: String = "127.0.0.1", port: Int = 8080, token: String? = nil) {
+            self.host = host
+            self.port = port
+            self.token = token
+        }
+    }
+
+    public init(topics: GatewayTopics, stateDirectory: URL, selection: DeviceSelection = .decodable,
+                policy: PublishPolicy = PublishPolicy(), discovery: Bool = true, expireAfter: TimeInterval = 300,
+                adapter: String? = nil, activeScan: Bool = true, filter: DiscoveryFilter = DiscoveryFilter(transport: .le),
+                bindkeys: [BluetoothAddress: [UInt8]] = [:], watched: [BluetoothAddress: [String]] = [:],
+                mqtt: MQTTConfiguration? = nil, queueCapacity: Int = 100_000, http: HTTPOptions? = nil,
+                flushTimeout: Duration = .seconds(10)) {
+        self.topics = topics
+        self.stateDirectory = stateDirectory
+        self.selection = selection
+        self.policy = policy
+        self.discovery = discovery
+        self.expireAfter = expireAfter
+        self.adapter = adapter
+        self.activeScan = activeScan
+        self.filter = filter
+        self.bindkeys = bindkeys
+        self.watched = watched
+        self.mqtt = mqtt
+        self.queueCapacity = queueCapacity
+        self.http = http
+        self.flushTimeout = flushTimeout
+    }
+}
+
+/// Why a gateway could not start; each maps to a documented exit code.
+public enum GatewayStartError: Error, Sendable, CustomStringConvertible {
+    /// The D-Bus bus cannot be reached (EX_UNAVAILABLE).
+    case busUnavailable(String)
+    /// The state directory or a database cannot be used (EX_IOERR).
+    case storage(String)
+    /// The HTTP address cannot be bound (EX_UNAVAILABLE).
+    case http(String)
+
+    public var description: String {
+        switch self {
+        case let .busUnavailable(s), let .storage(s), let .http(s): return s
+        }
+    }
+}
+
+/// One running gateway: the repositories and presenters the dashboard uses,
+/// with MQTT and HTTP as front ends instead of a terminal.
+///
+/// Data flow: bluetoothd → `BlueZDeviceRepository` → `DeviceListPresenter`
+/// (the same filtering, staleness and expiry as on screen) → ``PublishPlanner``
+/// → `OutboundQueue` (SQLite) → ``QueuePublisher`` → broker. Commands from
+/// MQTT or HTTP go through ``CommandExecutor`` (a `DeviceDetailPresenter` per
+/// device). Readings are also recorded in the reading store (HTTP history).
+public final class GatewayRuntime: Sendable {
+    public let options: GatewayOptions
+    public let metrics = GatewayMetrics()
+    let logger: Logger
+    let client: BlueZClient
+    let devices: BlueZDeviceRepository
+    let adapters: BlueZAdapterRepository
+    let control: BlueZDeviceControl
+    let store: ReadingStore
+    let queue: OutboundQueue
+    let list: DeviceListPresenter
+    let executor: CommandExecutor
+    let manager: ConnectionManager
+    let recorder: ReadingRecorder
+    let loop: PublishingLoop
+    /// What was published (state and availability), for the HTTP event stream.
+    let published = Broadcaster<OutgoingMessage>(bufferLimit: 256)
+    private let parts = Mutex<Parts>(Parts())
+
+    struct Parts {
+        var tasks: [Task<Void, Never>] = []
+        var mqtt: MQTTClient?
+        var publisher: QueuePublisher?
+        var agent: BlueZAgent?
+        var stopping = false
+    }
+
+    /// The adapter device ids are formed on.
+    var adapterID: AdapterID {
+        if let name = options.adapter, let id = try? AdapterID(name: name) { return id }
+        if let first = client.mirror.snapshot().sortedAdapters.first { return first.id }
+        return AdapterID(path: "/org/bluez/hci0")
+    }
+
+    private init(options: GatewayOptions, logger: Logger, client: BlueZClient, store: ReadingStore, queue: OutboundQueue) {
+        self.options = options
+        self.logger = logger
+        self.client = client
+        self.store = store
+        self.queue = queue
+        let bindkeys = options.bindkeys
+        adapters = BlueZAdapterRepository(client: client)
+        devices = BlueZDeviceRepository(client: client, adapter: options.adapter, bindkeys: { bindkeys[$0] }, scanner: adapters)
+        control = BlueZDeviceControl(client: client, bindkeys: { bindkeys[$0] })
+        manager = ConnectionManager(backend: BlueZConnectionBackend(client: client))
+        recorder = ReadingRecorder(repository: devices, store: store)
+        list = DeviceListPresenter(repository: devices, navigator: Navigator(),
+                                   expiry: .init(staleAfter: options.expireAfter, removeAfter: nil))
+        let adapterName = options.adapter
+        let mirror = client.mirror
+        executor = CommandExecutor(control: control, adapter: {
+            if let adapterName, let id = try? AdapterID(name: adapterName) { return id }
+            return mirror.snapshot().sortedAdapters.first?.id ?? AdapterID(path: "/org/bluez/hci0")
+        })
+        loop = PublishingLoop(planner: PublishPlanner(options: .init(topics: options.topics, selection: options.selection,
+                                                                      policy: options.policy, discovery: options.discovery)))
+    }
+
+    /// Connects to bluetoothd's bus and opens the state directory. Nothing
+    /// runs until ``run()``.
+    public static func start(bus: DBusBusAddress, options: GatewayOptions, logger: Logger) async throws(GatewayStartError) -> GatewayRuntime {
+        let client: BlueZClient
+        do { client = try await BlueZClient.connect(to: bus) } catch {
+            throw .busUnavailable("cannot reach bluetoothd's bus (\(bus)): \(error.description)")
+        }
+        let directory = options.stateDirectory
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw .storage("cannot create the state directory \(directory.path): \(error.localizedDescription)")
+        }
+        let store: ReadingStore
+        let queue: OutboundQueue
+        do {
+            store = try ReadingStore(path: directory.appendingPathComponent("readings.sqlite").path)
+            queue = try OutboundQueue(path: directory.appendingPathComponent("outbox.sqlite").path, capacity: options.queueCapacity)
+        } catch {
+            throw .storage("state directory \(directory.path): \(error.description)")
+        }
+        return GatewayRuntime(options: options, logger: logger, client: client, store: store, queue: queue)
+    }
+
+    // MARK: - Running
+
+    /// Starts every loop; returns at once. ``shutdown()`` stops them.
+    public func run() {
+        var tasks: [Task<Void, Never>] = []
+        // Published before any device: the gateway's own Home Assistant device.
+        if options.discovery, options.mqtt != nil {
+            enqueue([GatewayDiscovery.gatewayDevice(topics: options.topics)])
+        }
+        tasks.append(Task { [weak self] in await self?.publishLoop() })
+        tasks.append(Task { [weak self] in await self?.scanKeeper() })
+        tasks.append(Task { [weak self] in await self?.metricsLoop() })
+        tasks.append(Task { [weak self] in await self?.agentKeeper() })
+        for (address, uuids) in options.watched.sorted(by: { $0.key < $1.key }) {
+            let id = DeviceID(adapter: adapterID, address: address)
+            manager.watch(id, notify: uuids)
+            tasks.append(Task { [weak self] in await self?.followGATT(id, uuids: uuids) })
+        }
+        if options.mqtt != nil {
+            tasks.append(Task { [weak self] in await self?.mqttLink() })
+        }
+        parts.withLock { $0.tasks.append(contentsOf: tasks) }
+        logger.info("gateway running", metadata: ["gateway": "\(options.topics.gatewayID)",
+                                                   "mqtt": "\(options.mqtt?.endpoint ?? "off")"])
+    }
+
+    /// Graceful stop: devices and the gateway go offline, the queue drains to
+    /// the broker (up to the flush timeout; what is left stays in the outbox
+    /// for the next start), MQTT disconnects cleanly, the agent is
+    /// unregistered and discovery stopped.
+    public func shutdown() async {
+        let first = parts.withLock { p -> Bool in defer { p.stopping = true }; return !p.stopping }
+        guard first else { return }
+        logger.info("gateway stopping")
+        // Stop producing: no more list states, scans or commands.
+        let (tasks, agent) = parts.withLock { p in (p.tasks.filter { _ in true }, p.agent) }
+        for t in tasks { t.cancel() }
+        for address in options.watched.keys { manager.unwatch(DeviceID(adapter: adapterID, address: address)) }
+        let offline = await loop.allOffline()
+        enqueue(offline)
+        let (mqtt, publisher) = parts.withLock { ($0.mqtt, $0.publisher) }
+        if let mqtt, let publisher {
+            let drained = await drainQueue(publisher: publisher, timeout: options.flushTimeout)
+            if drained {
+                logger.info("outbound queue flushed", metadata: ["published": "\(publisher.publishedCount)"])
+            } else {
+                logger.warning("outbound queue not empty at shutdown; kept for the next start", metadata: ["depth": "\(queue.depth)"])
+            }
+            try? await mqtt.publish(MQTTMessage(topic: options.topics.gatewayAvailability, payload: Array(GatewayTopics.offline.utf8),
+                                                qos: .atLeastOnce, retain: true))
+            await mqtt.disconnect()
+        }
+        await agent?.unregister()
+        if options.activeScan {
+            try? await adapters.setScanning(false, adapter: adapterID, filter: options.filter)
+        }
+        parts.withLock { $0.mqtt = nil; $0.publisher = nil; $0.agent = nil; $0.tasks = [] }
+        logger.info("gateway stopped")
+    }
+
+    /// Runs the publisher until the queue is empty or `timeout` passes.
+    private func drainQueue(publisher: QueuePublisher, timeout: Duration) async -> Bool {
+        if queue.depth == 0 { return true }
+        let runner = Task { await publisher.run() }
+        defer { runner.cancel() }
+        let deadline = ContinuousClock.now.advanced(by: timeout)
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask { [queue] in
+                for await depth in queue.depths() where depth == 0 { return true }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(until: deadline)
+                return false
+            }
+            let result = await group.next() ?? false
+            group.cancelAll()
+            return result
+        }
+    }
+
+    func enqueue(_ messages: [OutgoingMessage]) {
+        guard !messages.isEmpty else { return }
+        for m in messages {
+            if options.mqtt != nil {
+                do throws(DomainError) {
+                    _ = try queue.enqueue(topic: m.topic, payload: m.payload, retain: m.retain, qos: max(m.qos, 1))
+                } catch {
+                    logger.error("cannot queue \(m.topic): \(error.description)")
+                }
+            }
+            published.yield(m)
+        }
+    }
+
+    // MARK: - Loops
+
+    private func publishLoop() async {
+        let states = list.states()
+        let timer = Task { [weak self] in await self?.timerLoop() }
+        defer { timer.cancel() }
+        for await state in states {
+            let messages = await loop.listChanged(state.devices, now: Date())
+            enqueue(messages)
+        }
+    }
+
+    /// Wakes the planner at its next deadline (held-back changes, heartbeats); sleeps otherwise.
+    private func timerLoop() async {
+        for await deadline in loop.deadlines() {
+            guard let deadline else { continue }
+            let delay = deadline.timeIntervalSinceNow
+            if delay > 0 {
+                do { try await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 1)) } catch { return }
+            }
+            enqueue(await loop.tick(now: Date()))
+        }
+    }
+
+    /// Readings from a watched device's subscribed characteristics become part of its state.
+    private func followGATT(_ id: DeviceID, uuids: [String]) async {
+        let wanted = Set(uuids.map { $0.lowercased() })
+        var last: [Reading]?
+        for await snapshot in control.details(of: id) {
+            var readings: [Reading] = []
+            for service in snapshot.services {
+                for c in service.characteristics where wanted.contains(c.uuid.lowercased()) || wanted.contains(Self.short(c.uuid)) {
+                    if case let .readings(r)? = c.decoded { readings.append(contentsOf: r) }
+                }
+            }
+            guard readings != last else { continue }
+            last = readings
+            enqueue(await loop.gattChanged(id.address, readings: readings, now: Date()))
+        }
+    }
+
+    static func short(_ uuid: String) -> String {
+        let u = uuid.lowercased()
+        if u.hasSuffix("-0000-1000-8000-00805f9b34fb"), u.hasPrefix("0000") { return String(u.dropFirst(4).prefix(4)) }
+        return u
+    }
+
+    /// Keeps the adapter powered and, for active scanning, discovery running
+    /// with the configured filter — again after bluetoothd restarts.
+    private func scanKeeper() async {
+        var failures = 0
+        for await snapshot in adapters.snapshots() {
+            guard snapshot.bluetoothdAvailable else { continue }
+            let id = adapterID
+            guard let adapter = snapshot.adapters.first(where: { $0.id == id }) else { continue }
+            if !adapter.powered {
+                do throws(DomainError) {
+                    try await adapters.setPowered(true, adapter: id)
+                    logger.info("powered \(id.name) on")
+                } catch {
+                    metrics.update { $0.dbusErrors += 1 }
+                    logger.error("cannot power \(id.name) on: \(error.description)")
+                }
+                continue
+            }
+            guard options.activeScan, snapshot.discoveryFilters[id] == nil else { continue }
+            do throws(DomainError) {
+                try await adapters.setScanning(true, adapter: id, filter: options.filter)
+                failures = 0
+                logger.info("scanning on \(id.name)")
+            } catch {
+                failures += 1
+                metrics.update { $0.dbusErrors += 1 }
+                logger.error("cannot start scanning on \(id.name): \(error.description)")
+                // Try again after a pause (the next snapshot would retry at once).
+                do { try await Task.sleep(for: .seconds(min(60, 2 * failures))) } catch { return }
+            }
+        }
+    }
+
+    /// A NoInputNoOutput agent: watched devices may pair "just works" and
+    /// use their services; anything needing a passkey is refused (nobody is
+    /// there to type it).
+    private func agentKeeper() async {
+        let watched = Set(options.watched.keys)
+        for await snapshot in adapters.snapshots() where snapshot.bluetoothdAvailable {
+            if parts.withLock({ $0.agent != nil }) { return }
+            do throws(BlueZError) {
+                let agent = try await BlueZAgent.register(client: client, path: "/com/blecompanion/gateway/agent",
+                                                          capability: .noInputNoOutput, makeDefault: true) { request in
+                    switch request {
+                    case let .authorization(id), let .authorizeService(id, _): return watched.contains(id.address) ? .accept : .reject
+                    case .cancel, .release: return .accept
+                    default: return .reject
+                    }
+                }
+                parts.withLock { $0.agent = agent }
+                logger.info("pairing agent registered (NoInputNoOutput)")
+                return
+            } catch {
+                logger.warning("cannot register the pairing agent yet: \(error.description)")
+            }
+        }
+    }
+
+    private func metricsLoop() async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [weak self] in
+                guard let statuses = self?.manager.statuses() else { return }
+                var previous: [DeviceID: ConnectionStatus] = [:]
+                for await current in statuses {
+                    guard let self else { return }
+                    for (id, status) in current where previous[id] != status {
+                        switch status {
+                        case .connected: metrics.update { $0.connections += 1 }
+                        case .retrying: metrics.update { $0.connectionFailures += 1 }
+                        default: break
+                        }
+                    }
+                    previous = current
+                }
+            }
+            group.addTask { [weak self] in
+                guard let depths = self?.queue.depths() else { return }
+                for await depth in depths {
+                    guard let self else { return }
+                    let dropped = (try? queue.dropped()) ?? 0
+                    metrics.update { $0.queueDepth = depth; $0.queueDropped = dropped }
+                }
+            }
+            group.addTask { [weak self] in
+                guard let snapshots = self?.devices.snapshots() else { return }
+                for await snapshot in snapshots {
+                    guard let self else { return }
+                    let stats = devices.statistics
+                    metrics.recordAdvertisements(stats.advertisements, at: Date())
+                    metrics.update {
+                        $0.decodeErrors = stats.decodeErrors
+                        $0.bluetoothdAvailable = snapshot.availability == .available
+                    }
+                    let online = await loop.onlineCount()
+                    metrics.update { $0.devicesOnline = online }
+                }
+            }
+        }
+    }
+
+    /// Connects to the broker (retrying with backoff while it is away), then
+    /// keeps the queue draining, the gateway `online`, and commands answered.
+    private func mqttLink() async {
+        guard var configuration = options.mqtt else { return }
+        configuration.will = MQTTMessage(topic: options.topics.gatewayAvailability, payload: Array(GatewayTopics.offline.utf8),
+                                         qos: .atLeastOnce, retain: true)
+        var attempt = 0
+        var client: MQTTClient?
+        while client == nil {
+            do throws(MQTTError) {
+                client = try await MQTTClient.connect(configuration)
+            } catch {
+                attempt += 1
+                let delay = min(60, 1 << min(attempt, 6))
+                logger.error("MQTT: \(error.description); retrying in \(delay) s (readings are queued meanwhile)")
+                do { try await Task.sleep(for: .seconds(delay)) } catch { return }
+            }
+        }
+        guard let client else { return }
+        let publisher = QueuePublisher(queue: queue, client: client)
+        let stopping = parts.withLock { p -> Bool in
+            if !p.stopping { p.mqtt = client; p.publisher = publisher }
+            return p.stopping
+        }
+        if stopping { await client.disconnect(); return }
+        logger.info("MQTT connected to \(configuration.endpoint)")
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await publisher.run() }
+            group.addTask { [weak self] in
+                // `online` after every (re)connect: the broker published our will when we dropped.
+                for await state in client.states() {
+                    guard let self else { return }
+                    metrics.update { $0.mqttConnected = state == .connected; $0.published = publisher.publishedCount }
+                    guard state == .connected else {
+                        if case let .disconnected(reason) = state { logger.warning("MQTT disconnected: \(reason)") }
+                        continue
+                    }
+                    try? await client.publish(MQTTMessage(topic: options.topics.gatewayAvailability,
+                                                          payload: Array(GatewayTopics.online.utf8), qos: .atLeastOnce, retain: true))
+                }
+            }
+            group.addTask { [weak self] in
+                guard let self else { return }
+                let filter = "\(options.topics.gatewayRoot)/+/command"
+                let messages: AsyncStream<MQTTMessage>
+                do throws(MQTTError) { messages = try await client.subscribe(filter) } catch {
+                    logger.error("MQTT: cannot subscribe to \(filter): \(error.description)")
+                    return
+                }
+                await withTaskGroup(of: Void.self) { commands in
+                    for await message in messages {
+                        commands.addTask { [weak self] in await self?.handleMQTTCommand(message) }
+                    }
+                }
+            }
+            group.addTask { [weak self] in
+                for await _ in publisher.lastFailures() {
+                    guard let self else { return }
+                    metrics.update { $0.published = publisher.publishedCount }
+                }
+            }
+        }
+    }
+
+    private func handleMQTTCommand(_ message: MQTTMessage) async {
+        // <root>/<addr>/command
+        let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
+        guard levels.count >= 2, let address = Self.address(fromTopicID: String(levels[levels.count - 2])) else {
+            logger.warning("MQTT command on \(message.topic): not a device topic")
+            return
+        }
+        let reply: GatewayCommandReply
+        do throws(GatewayCommandError) {
+            let command = try GatewayCommand.parse(message.payload)
+            reply = await execute(command, on: address)
+        } catch {
+            reply = GatewayCommandReply(id: error.id, action: nil, address: address, error: error.description)
+            metrics.countCommand("invalid", ok: false)
+        }
+        enqueue([OutgoingMessage(topic: options.topics.reply(address), payload: reply.json, retain: false, qos: 1)])
+    }
+
+    /// Runs a device command (MQTT and HTTP both come here).
+    public func execute(_ command: GatewayCommand, on address: BluetoothAddress) async -> GatewayCommandReply {
+        logger.info("command \(command.action.rawValue) for \(address)")
+        let reply = await executor.execute(command, on: address)
+        metrics.countCommand(command.action.rawValue, ok: reply.ok)
+        if let error = reply.error {
+            metrics.update { $0.dbusErrors += 1 }
+            logger.warning("command \(command.action.rawValue) for \(address) failed: \(error)")
+        }
+        return reply
+    }
+
+    /// `aabbccddeeff` → AA:BB:CC:DD:EE:FF.
+    static func address(fromTopicID id: String) -> BluetoothAddress? {
+        let hex = Array(id.uppercased())
+        guard hex.count == 12 else { return nil }
+        let text = stride(from: 0, to: 12, by: 2).map { String(hex[$0..<$0 + 2]) }.joined(separator: ":")
+        return try? BluetoothAddress(text)
+    }
+}
+
+/// The planner behind an actor: list states, GATT readings and timer ticks
+/// arrive from different tasks; one at a time changes it.
+actor PublishingLoop {
+    private var planner: PublishPlanner
+    private var gatt: [BluetoothAddress: [Reading]] = [:]
+    private var lastList: Loadable<[DeviceListPresenter.Row]> = .loading
+    private let deadline = StateStore<Date?>(nil)
+
+    init(planner: PublishPlanner) { self.planner = planner }
+
+    func listChanged(_ list: Loadable<[DeviceListPresenter.Row]>, now: Date) -> [OutgoingMessage] {
+        lastList = list
+        let out = planner.update(list, gatt: gatt, now: now)
+        deadline.update { $0 = planner.nextDeadline }
+        return out
+    }
+
+    func gattChanged(_ address: BluetoothAddress, readings: [Reading], now: Date) -> [OutgoingMessage] {
+        gatt[address] = readings.isEmpty ? nil : readings
+        return listChanged(lastList, now: now)
+    }
+
+    func tick(now: Date) -> [OutgoingMessage] {
+        let out = planner.tick(now: now)
+        deadline.update { $0 = planner.nextDeadline }
+        return out
+    }
+
+    /// Every online device goes offline (shutdown).
+    func allOffline() -> [OutgoingMessage] {
+        planner.update(.unavailable("gateway stopping"), now: Date())
+    }
+
+    func onlineCount() -> Int { planner.devices.values.filter(\.online).count }
+
+    func snapshot() -> [PublishPlanner.Published] { planner.devices.values.sorted { $0.record.id.address < $1.record.id.address } }
+
+    nonisolated func deadlines() -> AsyncStream<Date?> { deadline.states() }
+}
+
+/// The gateway's own Home Assistant device: a connectivity sensor on the
+/// gateway availability topic; every device names it as `via_device`.
+public enum GatewayDiscovery {
+    public static func gatewayDevice(topics: GatewayTopics) -> OutgoingMessage {
+        let identifier = HomeAssistantDiscovery.gatewayIdentifier(topics)
+        let members: [(String, FieldValue)] = [
+            ("name", .string("Status")),
+            ("unique_id", .string("\(identifier)_status")),
+            ("object_id", .string("\(identifier)_status")),
+            ("state_topic", .string(topics.gatewayAvailability)),
+            ("payload_on", .string(GatewayTopics.online)),
+            ("payload_off", .string(GatewayTopics.offline)),
+            ("device_class", .string("connectivity")),
+            ("entity_category", .string("diagnostic")),
+            ("device", .nested([
+                ("identifiers", .list([.string(identifier)])),
+                ("name", .string("BLE Companion \(topics.gatewayID)")),
+                ("manufacturer", .string("BLE Companion")),
+                ("model", .string("Bluetooth LE gateway")),
+            ])),
+        ]
+        let topic = topics.discoveryConfig(component: "binary_sensor", nodeID: topics.gatewayID, objectID: "status")
+        return OutgoingMessage(topic: topic, payload: SortedJSON.bytes(members), retain: true, qos: 1)
+    }
+}

@@ -1,0 +1,214 @@
+import BLEParsing
+import BlueZ
+import Domain
+import Foundation
+import Presenters
+
+/// Which devices a gateway publishes.
+public enum DeviceSelection: Sendable, Equatable {
+    /// Every device whose advertisements decode (or that has GATT readings).
+    case decodable
+    /// Only these, decodable or not.
+    case allow(Set<BluetoothAddress>)
+    /// Every decodable device except these.
+    case deny(Set<BluetoothAddress>)
+
+    public func includes(_ address: BluetoothAddress, decodable: Bool) -> Bool {
+        switch self {
+        case .decodable: return decodable
+        case let .allow(set): return set.contains(address)
+        case let .deny(set): return decodable && !set.contains(address)
+        }
+    }
+}
+
+/// When a device's state is published.
+public struct PublishPolicy: Sendable, Equatable {
+    /// A changed state waits until this long after the previous publication (0: at once).
+    public var minInterval: TimeInterval
+    /// An unchanged state is published again this long after the previous one (nil: never).
+    public var heartbeat: TimeInterval?
+    public init(minInterval: TimeInterval = 0, heartbeat: TimeInterval? = 300) {
+        self.minInterval = max(0, minInterval)
+        self.heartbeat = heartbeat.flatMap { $0 > 0 ? $0 : nil }
+    }
+}
+
+/// The gateway's publishing decisions, pure: device-list states (and GATT
+/// readings of watched devices) in, MQTT messages out, in the order they
+/// must reach the broker. No clock of its own: every call is given `now`,
+/// and ``nextDeadline`` says when the caller must call ``tick(now:)``.
+///
+/// Rules:
+/// - a device comes **online** (retained `online` on its availability
+///   topic) when it is listed and not stale; its discovery configs come
+///   first, then availability, then its state;
+/// - it goes **offline** when it turns stale (not heard for the expiry),
+///   leaves the list, or bluetoothd becomes unavailable;
+/// - its **state** is published when its content (name, format, readings —
+///   not RSSI or last-seen) changed, at most every `minInterval`, and again
+///   every `heartbeat` while online;
+/// - **discovery** configs are sent again when the set of reading keys changes.
+public struct PublishPlanner: Sendable {
+    public struct Options: Sendable, Equatable {
+        public var topics: GatewayTopics
+        public var selection: DeviceSelection
+        public var policy: PublishPolicy
+        public var discovery: Bool
+        public init(topics: GatewayTopics, selection: DeviceSelection = .decodable, policy: PublishPolicy = PublishPolicy(),
+                    discovery: Bool = true) {
+            self.topics = topics
+            self.selection = selection
+            self.policy = policy
+            self.discovery = discovery
+        }
+    }
+
+    /// What the planner knows of one published device.
+    public struct Published: Sendable, Equatable {
+        public var record: DeviceRecord
+        public var online = false
+        /// The state JSON without RSSI and last-seen: what "changed" compares.
+        var content: [UInt8] = []
+        /// The content last sent (nil: never).
+        var sentContent: [UInt8]?
+        public var lastPublished: Date?
+        var discoveryKeys: [String]?
+        /// A change waits for the minimum interval.
+        var pending = false
+    }
+
+    public let options: Options
+    public private(set) var devices: [BluetoothAddress: Published] = [:]
+    /// bluetoothd (and the adapter) usable, as the last list state said.
+    public private(set) var bluetoothAvailable = false
+
+    public init(options: Options) { self.options = options }
+
+    /// A new device-list state. `gatt`: readings from watched devices'
+    /// subscribed characteristics, merged into their state.
+    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>, gatt: [BluetoothAddress: [Reading]] = [:],
+                                now: Date) -> [OutgoingMessage] {
+        var out: [OutgoingMessage] = []
+        guard case let .loaded(rows) = list else {
+            if case .loading = list { return [] }
+            // bluetoothd gone, no adapter, adapter off: nothing is heard.
+            bluetoothAvailable = false
+            for address in devices.keys.sorted() where devices[address]?.online == true {
+                devices[address]?.online = false
+                out.append(options.topics.deviceAvailabilityMessage(address, online: false))
+            }
+            return out
+        }
+        bluetoothAvailable = true
+        var listed: Set<BluetoothAddress> = []
+        for row in rows {
+            let address = row.id.address
+            let extra = gatt[address] ?? []
+            guard options.selection.includes(address, decodable: row.format != nil || !extra.isEmpty) else { continue }
+            listed.insert(address)
+            let record = Self.record(row, extra: extra)
+            var device = devices[address] ?? Published(record: record)
+            device.record = record
+            device.content = Self.content(record)
+            if row.stale {
+                if device.online {
+                    device.online = false
+                    out.append(options.topics.deviceAvailabilityMessage(address, online: false))
+                }
+                devices[address] = device
+                continue
+            }
+            let keys = ReadingKey.published(record.readings).map(\.key)
+            if options.discovery, device.discoveryKeys != keys {
+                out.append(contentsOf: HomeAssistantDiscovery.messages(for: record, topics: options.topics))
+                device.discoveryKeys = keys
+            }
+            if !device.online {
+                device.online = true
+                out.append(options.topics.deviceAvailabilityMessage(address, online: true))
+                out.append(publish(&device, now: now))
+            } else if device.sentContent != device.content {
+                if let last = device.lastPublished, now.timeIntervalSince(last) < options.policy.minInterval {
+                    device.pending = true
+                } else {
+                    out.append(publish(&device, now: now))
+                }
+            } else {
+                device.pending = false
+            }
+            devices[address] = device
+        }
+        for address in devices.keys.sorted() where !listed.contains(address) && devices[address]?.online == true {
+            devices[address]?.online = false
+            out.append(options.topics.deviceAvailabilityMessage(address, online: false))
+        }
+        out.append(contentsOf: tick(now: now))
+        return out
+    }
+
+    /// Publications that became due by `now`: changes held back by the
+    /// minimum interval, and heartbeats.
+    public mutating func tick(now: Date) -> [OutgoingMessage] {
+        var out: [OutgoingMessage] = []
+        for address in devices.keys.sorted() {
+            guard var device = devices[address], device.online, let due = Self.due(device, policy: options.policy),
+                  due <= now else { continue }
+            out.append(publish(&device, now: now))
+            devices[address] = device
+        }
+        return out
+    }
+
+    /// When ``tick(now:)`` next has something to do (nil: only a new list state can change anything).
+    public var nextDeadline: Date? {
+        devices.values.filter(\.online).compactMap { Self.due($0, policy: options.policy) }.min()
+    }
+
+    /// The state messages of every online device, now (a reconnecting
+    /// broker that lost nothing does not need them; a client asking for a
+    /// snapshot does).
+    public func currentStates(now: Date) -> [OutgoingMessage] {
+        devices.keys.sorted().compactMap { address in
+            guard let d = devices[address], d.online else { return nil }
+            return StatePayload.message(for: d.record, at: now, topics: options.topics)
+        }
+    }
+
+    // MARK: - Helpers
+
+    private mutating func publish(_ device: inout Published, now: Date) -> OutgoingMessage {
+        device.sentContent = device.content
+        device.lastPublished = now
+        device.pending = false
+        var message = StatePayload.message(for: device.record, at: now, topics: options.topics)
+        message.qos = 1
+        return message
+    }
+
+    private static func due(_ device: Published, policy: PublishPolicy) -> Date? {
+        guard let last = device.lastPublished else { return nil }
+        var due: Date?
+        if device.pending { due = last.addingTimeInterval(policy.minInterval) }
+        if let heartbeat = policy.heartbeat {
+            let beat = last.addingTimeInterval(heartbeat)
+            due = due.map { min($0, beat) } ?? beat
+        }
+        return due
+    }
+
+    /// The row as a record (the list's title is the name when there is one),
+    /// with GATT readings after the advertised ones.
+    static func record(_ row: DeviceListPresenter.Row, extra: [Reading]) -> DeviceRecord {
+        let name = row.title == row.id.address.description ? nil : row.title
+        return DeviceRecord(id: row.id, name: name, rssi: row.rssi, paired: row.paired, connected: row.connected,
+                            trusted: row.trusted, format: row.format, readings: row.readings + extra, lastSeen: row.lastSeen)
+    }
+
+    static func content(_ record: DeviceRecord) -> [UInt8] {
+        var r = record
+        r.rssi = nil
+        r.lastSeen = Date(timeIntervalSince1970: 0)
+        return StatePayload.json(for: r, at: Date(timeIntervalSince1970: 0))
+    }
+}
