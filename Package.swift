@@ -105,7 +105,11 @@ let package = Package(
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "Gateway", "Domain"]),
+        // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
+        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        .testTarget(name: "MQTTTests", dependencies: [
+            "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion",
+        ]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "BLEParsing", "BlueZ"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
@@ -116,7 +120,7 @@ let package = Package(
             "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus"]),
+        .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus", "TestSupport"]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
         .testTarget(name: "DashboardTests", dependencies: ["Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus"], exclude: ["Snapshots"]),
     ]

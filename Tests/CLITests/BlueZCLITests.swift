@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import TestSupport
 import Testing
 
 /// `blecompanion simulate` running in the background on its own private bus,
@@ -49,17 +50,6 @@ final class SimulatorProcess: @unchecked Sendable {
     }
 
     deinit { stop() }
-}
-
-/// Runs blocking work (a child process, a pipe read, waitpid) on a thread of
-/// its own — never on the cooperative pool (on a 2-core machine a blocked pool
-/// thread starves the simulators and buses other suites run in-process), and
-/// never on Dispatch's global queue either: its few worker threads blocked in
-/// such waits left no thread for the pipe readers they wait for.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { c in
-        Thread { c.resume(with: Result { try body() }) }.start()
-    }
 }
 
 extension SimulatorProcess {

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -11,52 +12,8 @@ enum DoctorCLI {
         var stderr: String
     }
 
-    enum LocateError: Error, CustomStringConvertible {
-        case notFound([String])
-        var description: String {
-            switch self {
-            case .notFound(let tried): return "blecompanion executable not found; looked in: \(tried.joined(separator: ", "))"
-            }
-        }
-    }
-
-    /// The executable next to the running test binary (the build products directory), or
-    /// `BLECOMPANION_BIN` when set. Falls back to the package's .build* directories.
-    static func executable(filePath: String = #filePath) throws -> String {
-        var tried: [String] = []
-        func candidate(_ path: String) -> String? {
-            tried.append(path)
-            return access(path, X_OK) == 0 ? path : nil
-        }
-        if let override = ProcessInfo.processInfo.environment["BLECOMPANION_BIN"], let found = candidate(override) {
-            return found
-        }
-        // The test binary (…/debug/<Package>PackageTests.xctest) lives in the products directory;
-        // walk up a few levels so bundle layouts (…/X.xctest/Contents/MacOS/X) work too.
-        var starts: [URL] = [Bundle.main.bundleURL, Bundle.main.executableURL].compactMap { $0 }
-        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-            starts.insert(URL(fileURLWithPath: exe), at: 0)
-        }
-        for start in starts {
-            var directory = start.deletingLastPathComponent()
-            for _ in 0..<4 {
-                if let found = candidate(directory.appendingPathComponent("blecompanion").path) { return found }
-                directory = directory.deletingLastPathComponent()
-            }
-        }
-        // Package root from this file: Tests/CLITests/<file>.
-        let root = URL(fileURLWithPath: filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let entries = (try? FileManager.default.contentsOfDirectory(atPath: root.path)) ?? []
-        for entry in entries.sorted() where entry.hasPrefix(".build") {
-            for config in ["debug", "release"] {
-                if let found = candidate(root.appendingPathComponent("\(entry)/\(config)/blecompanion").path) {
-                    return found
-                }
-            }
-        }
-        throw LocateError.notFound(tried)
-    }
+    /// The built `blecompanion` (see TestSupport's `builtExecutable`).
+    static func executable() throws -> String { try builtExecutable("blecompanion") }
 
     /// Runs the executable; fails (throws) rather than hangs if it runs longer than `timeout` seconds.
     static func run(_ arguments: [String], environment: [String: String]? = nil, timeout: Double = 60) throws -> Run {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import Domain
 import Gateway
 @testable import MQTT

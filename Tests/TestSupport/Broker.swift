@@ -11,18 +11,19 @@ import Musl
 /// thread starves the simulators and buses other suites run in-process), and
 /// never on Dispatch's global queue either: its few worker threads blocked in
 /// such waits left no thread for the pipe readers they wait for.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+public func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { c in
         Thread { c.resume(with: Result { try body() }) }.start()
     }
 }
 
-struct BrokerError: Error, CustomStringConvertible {
-    let description: String
+public struct BrokerError: Error, CustomStringConvertible {
+    public let description: String
+    public init(description: String) { self.description = description }
 }
 
 /// A free TCP port on 127.0.0.1: bind port 0, read what the kernel chose, close.
-func freeLoopbackPort() throws -> Int {
+public func freeLoopbackPort() throws -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard fd >= 0 else { throw BrokerError(description: "socket: \(String(cString: strerror(errno)))") }
     defer { close(fd) }
@@ -61,7 +62,8 @@ private func acceptsConnections(port: Int) -> Bool {
 /// Starts `path` with `arguments`, stdout and stderr to /dev/null, with an
 /// empty signal mask and default dispositions: a Dispatch worker thread has
 /// SIGTERM blocked, and a child would inherit that and ignore our SIGTERM.
-func spawn(_ path: String, _ arguments: [String]) throws -> pid_t {
+public func spawn(_ path: String, _ arguments: [String], environment: [String: String]? = nil,
+                  stdout: String = "/dev/null", stderr: String = "/dev/null") throws -> pid_t {
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -76,20 +78,24 @@ func spawn(_ path: String, _ arguments: [String]) throws -> pid_t {
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o644)
 
     let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
     defer { for a in argv { free(a) } }
+    let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { env in env.sorted { $0.key < $1.key }.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+    defer { for e in envp ?? [] { free(e) } }
     var pid: pid_t = 0
-    let rc = posix_spawn(&pid, path, &actions, &attributes, argv, environ)
+    let rc: Int32 = if let envp { envp.withUnsafeBufferPointer { posix_spawn(&pid, path, &actions, &attributes, argv, $0.baseAddress) } }
+        else { posix_spawn(&pid, path, &actions, &attributes, argv, environ) }
     guard rc == 0 else { throw BrokerError(description: "posix_spawn \(path): \(String(cString: strerror(rc)))") }
     return pid
 }
 
 /// Waits (blocking) for `pid` to exit; returns its wait status.
 @discardableResult
-func waitForExit(_ pid: pid_t) -> Int32 {
+public func waitForExit(_ pid: pid_t) -> Int32 {
     var status: Int32 = 0
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return status
@@ -97,9 +103,9 @@ func waitForExit(_ pid: pid_t) -> Int32 {
 
 /// A private mosquitto broker on a free loopback port, in its own temporary
 /// directory (config, optional password file, log). Never the system broker.
-final class Broker: Sendable {
-    let port: Int
-    let directory: URL
+public final class Broker: Sendable {
+    public let port: Int
+    public let directory: URL
     private let pid = Mutex<pid_t?>(nil)
 
     var configFile: URL { directory.appendingPathComponent("mosquitto.conf") }
@@ -131,7 +137,7 @@ final class Broker: Sendable {
         try config.write(to: configFile, atomically: true, encoding: .utf8)
     }
 
-    static func start(users: [String: String]? = nil) async throws -> Broker {
+    public static func start(users: [String: String]? = nil) async throws -> Broker {
         try await offPool {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-broker-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -164,7 +170,7 @@ final class Broker: Sendable {
         throw BrokerError(description: "mosquitto did not listen on \(port) within 10 s: \(log)")
     }
 
-    var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "(no log)" }
+    public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "(no log)" }
 
     /// SIGTERM and wait (blocking).
     private func terminate() {
@@ -174,13 +180,13 @@ final class Broker: Sendable {
     }
 
     /// Stops the broker, keeping its directory (to start it again on the same port).
-    func pause() async throws { try await offPool { self.terminate() } }
+    public func pause() async throws { try await offPool { self.terminate() } }
 
     /// Starts the broker again on the same port.
-    func resume() async throws { try await offPool { try self.launch() } }
+    public func resume() async throws { try await offPool { try self.launch() } }
 
     /// Stops the broker and removes its directory.
-    func stop() async {
+    public func stop() async {
         _ = try? await offPool {
             self.terminate()
             try? FileManager.default.removeItem(at: self.directory)
@@ -194,7 +200,7 @@ final class Broker: Sendable {
 }
 
 /// Runs `body` with a fresh broker, and always stops it.
-func withBroker<T>(users: [String: String]? = nil, _ body: (Broker) async throws -> T) async throws -> T {
+public func withBroker<T>(users: [String: String]? = nil, _ body: (Broker) async throws -> T) async throws -> T {
     let broker = try await Broker.start(users: users)
     do {
         let result = try await body(broker)
@@ -208,11 +214,11 @@ func withBroker<T>(users: [String: String]? = nil, _ body: (Broker) async throws
 
 /// Collects a stream's elements in the background so tests can wait for a
 /// count with a deadline without consuming (and so ending) the stream.
-final class Inbox<Element: Sendable>: Sendable {
+public final class Inbox<Element: Sendable>: Sendable {
     private let items = Mutex<[Element]>([])
     private let task = Mutex<Task<Void, Never>?>(nil)
 
-    init(_ stream: AsyncStream<Element>) {
+    public init(_ stream: AsyncStream<Element>) {
         let t = Task { [weak self] in
             for await element in stream {
                 guard let self else { return }
@@ -222,11 +228,11 @@ final class Inbox<Element: Sendable>: Sendable {
         task.withLock { $0 = t }
     }
 
-    var all: [Element] { items.withLock { $0 } }
+    public var all: [Element] { items.withLock { $0 } }
 
     /// Waits until `condition` holds for what arrived, at most `timeout`; returns what arrived.
     @discardableResult
-    func wait(timeout: Duration = .seconds(15), until condition: ([Element]) -> Bool) async -> [Element] {
+    public func wait(timeout: Duration = .seconds(15), until condition: ([Element]) -> Bool) async -> [Element] {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         while clock.now < deadline {
@@ -237,6 +243,6 @@ final class Inbox<Element: Sendable>: Sendable {
         return all
     }
 
-    func cancel() { task.withLock { $0?.cancel() } }
+    public func cancel() { task.withLock { $0?.cancel() } }
     deinit { task.withLock { $0?.cancel() } }
 }
