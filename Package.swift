@@ -110,7 +110,7 @@ let package = Package(
         .testTarget(name: "MQTTTests", dependencies: [
             "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion",
         ]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "BLEParsing", "BlueZ"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", .product(name: "Logging", package: "swift-log")]),

@@ -1,0 +1,167 @@
+import BLEParsing
+import BlueZ
+import Domain
+import Foundation
+import Presenters
+import Testing
+@testable import Gateway
+
+/// The publishing rules, pure: list states and times in, messages out.
+@Suite struct PublishPlannerTests {
+    let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+    let topics = GatewayTopics(gatewayID: "gw")
+
+    func row(_ address: String, temperature: Double? = 21.5, format: String? = "ruuvi", stale: Bool = false,
+             rssi: Int16 = -60) throws -> DeviceListPresenter.Row {
+        let a = try BluetoothAddress(address)
+        return DeviceListPresenter.Row(id: DeviceID(adapter: try AdapterID(name: "hci0"), address: a), title: "Ruuvi", rssi: rssi,
+                                       format: format, readings: temperature.map { [Reading(.temperature, $0)] } ?? [],
+                                       lastSeen: t0, stale: stale)
+    }
+
+    func planner(_ policy: PublishPolicy = PublishPolicy(minInterval: 0, heartbeat: nil), selection: DeviceSelection = .decodable,
+                 discovery: Bool = true) -> PublishPlanner {
+        PublishPlanner(options: .init(topics: topics, selection: selection, policy: policy, discovery: discovery))
+    }
+
+    func kinds(_ messages: [OutgoingMessage]) -> [String] {
+        messages.map { m in
+            if m.topic.hasPrefix("homeassistant/") { return "config" }
+            if m.topic.hasSuffix("/status") { return "status:\(m.text)" }
+            if m.topic.hasSuffix("/state") { return "state" }
+            return m.topic
+        }
+    }
+
+    @Test func aNewDeviceGetsDiscoveryThenOnlineThenState() throws {
+        var p = planner()
+        let out = p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)
+        // temperature + RSSI configs, then availability, then the state.
+        #expect(kinds(out) == ["config", "config", "status:online", "state"])
+        #expect(out[2].retain && out[2].topic == "blecompanion/gw/aa0000000001/status")
+        #expect(!out[3].retain && out[3].qos == 1)
+    }
+
+    @Test func onlyContentChangesPublishNotRSSI() throws {
+        var p = planner()
+        _ = p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)
+        #expect(p.update(.loaded([try row("AA:00:00:00:00:01", rssi: -80)]), now: t0 + 1).isEmpty)
+        let changed = p.update(.loaded([try row("AA:00:00:00:00:01", temperature: 22)]), now: t0 + 2)
+        #expect(kinds(changed) == ["state"])
+        #expect(changed.first?.text.contains("\"temperature\":22") == true)
+    }
+
+    @Test func minimumIntervalHoldsAChangeBackUntilItsDeadline() throws {
+        var p = planner(PublishPolicy(minInterval: 10, heartbeat: nil))
+        _ = p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)
+        #expect(p.update(.loaded([try row("AA:00:00:00:00:01", temperature: 22)]), now: t0 + 3).isEmpty)
+        #expect(p.nextDeadline == t0 + 10)
+        #expect(p.tick(now: t0 + 9).isEmpty)
+        let due = p.tick(now: t0 + 10)
+        #expect(kinds(due) == ["state"])
+        #expect(due.first?.text.contains("\"temperature\":22") == true, "the latest value, not the one before")
+        #expect(p.nextDeadline == nil)
+    }
+
+    @Test func heartbeatRepublishesAnUnchangedState() throws {
+        var p = planner(PublishPolicy(minInterval: 0, heartbeat: 60))
+        _ = p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)
+        #expect(p.nextDeadline == t0 + 60)
+        #expect(kinds(p.tick(now: t0 + 60)) == ["state"])
+        #expect(p.nextDeadline == t0 + 120)
+    }
+
+    @Test func staleDevicesGoOfflineAndComeBackWithTheirState() throws {
+        var p = planner()
+        _ = p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)
+        #expect(kinds(p.update(.loaded([try row("AA:00:00:00:00:01", stale: true)]), now: t0 + 300)) == ["status:offline"])
+        #expect(p.nextDeadline == nil, "no heartbeat for an offline device")
+        #expect(kinds(p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0 + 301)) == ["status:online", "state"])
+    }
+
+    @Test func bluetoothdGoneTakesEveryDeviceOffline() throws {
+        var p = planner()
+        _ = p.update(.loaded([try row("AA:00:00:00:00:01"), try row("AA:00:00:00:00:02")]), now: t0)
+        let out = p.update(.unavailable("bluetoothd is not running"), now: t0 + 1)
+        #expect(kinds(out) == ["status:offline", "status:offline"])
+        #expect(!p.bluetoothAvailable)
+        #expect(p.update(.loading, now: t0 + 2).isEmpty)
+    }
+
+    @Test func aNewReadingKeySendsDiscoveryAgain() throws {
+        var p = planner()
+        _ = p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)
+        var withHumidity = try row("AA:00:00:00:00:01")
+        withHumidity.readings.append(Reading(.humidity, 40))
+        #expect(kinds(p.update(.loaded([withHumidity]), now: t0 + 1)) == ["config", "config", "config", "state"])
+    }
+
+    @Test func selectionAllowDenyAndDecodable() throws {
+        let plain = try row("AA:00:00:00:00:09", temperature: nil, format: nil)
+        var decodable = planner()
+        #expect(decodable.update(.loaded([plain]), now: t0).isEmpty)
+        var allow = planner(selection: .allow([try BluetoothAddress("AA:00:00:00:00:09")]))
+        #expect(kinds(allow.update(.loaded([plain, try row("AA:00:00:00:00:01")]), now: t0)) == ["config", "status:online", "state"])
+        var deny = planner(selection: .deny([try BluetoothAddress("AA:00:00:00:00:01")]))
+        #expect(deny.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0).isEmpty)
+        var noDiscovery = planner(discovery: false)
+        #expect(kinds(noDiscovery.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)) == ["status:online", "state"])
+    }
+
+    @Test func gattReadingsOfAWatchedDeviceJoinItsState() throws {
+        var p = planner()
+        let strap = try row("AA:00:00:00:00:07", temperature: nil, format: nil)
+        let a = try BluetoothAddress("AA:00:00:00:00:07")
+        let out = p.update(.loaded([strap]), gatt: [a: [Reading(.heartRate, 72, unit: "bpm")]], now: t0)
+        #expect(out.last?.text.contains("\"heart_rate\":72") == true)
+    }
+}
+
+@Suite struct GatewayCommandParsingTests {
+    @Test func parsesEveryAction() throws {
+        #expect(try GatewayCommand.parse(Array(#"{"action":"connect"}"#.utf8)) == GatewayCommand(action: .connect))
+        let write = try GatewayCommand.parse(Array(#"{"action":"write","characteristic":"2a39","value":"0A ff","without_response":true,"id":7}"#.utf8))
+        #expect(write == GatewayCommand(action: .write, characteristic: "2a39", value: [0x0a, 0xff], withoutResponse: true, id: "7"))
+        let notify = try GatewayCommand.parse(Array(#"{"action":"notify","characteristic":"2a37","enable":false}"#.utf8))
+        #expect(notify.enable == false)
+    }
+
+    @Test(arguments: [
+        (#"[1]"#, "must be a JSON object"),
+        (#"{"characteristic":"2a37"}"#, "\"action\" is missing"),
+        (#"{"action":"read"}"#, "\"read\" needs \"characteristic\""),
+        (#"{"action":"write","characteristic":"2a39"}"#, "needs \"value\""),
+        (#"{"action":"write","characteristic":"2a39","value":"0g"}"#, "\"value\" must be hex"),
+        (#"{"action":"notify","characteristic":"2a37","enable":1}"#, "\"enable\" must be true or false"),
+        (#"{"action":"read","characteristic":"2a37","colour":"red"}"#, "unknown member \"colour\""),
+        (#"{"action":"read""#, "not JSON"),
+    ])
+    func badCommandsSayWhatIsWrong(input: String, message: String) {
+        #expect(throws: GatewayCommandError.self) { try GatewayCommand.parse(Array(input.utf8)) }
+        do { _ = try GatewayCommand.parse(Array(input.utf8)) } catch {
+            #expect(error.description.contains(message), "\(error.description)")
+        }
+    }
+
+    @Test func replyJSON() throws {
+        let a = try BluetoothAddress("AA:00:00:00:00:01")
+        let ok = GatewayCommandReply(id: "r1", action: "read", address: a, value: [0x01], readings: [Reading(.heartRate, 72, unit: "bpm")])
+        #expect(String(decoding: ok.json, as: UTF8.self)
+                == #"{"action":"read","address":"AA:00:00:00:00:01","id":"r1","ok":true,"readings":{"heart_rate":72},"value":"01"}"#)
+        let failed = GatewayCommandReply(id: nil, action: nil, address: a, error: "no")
+        #expect(String(decoding: failed.json, as: UTF8.self) == #"{"action":null,"address":"AA:00:00:00:00:01","error":"no","id":null,"ok":false}"#)
+    }
+
+    @Test func metricsExposition() {
+        let m = GatewayMetrics()
+        m.update { $0.decodeErrors = ["BTHome v2": 3]; $0.queueDepth = 5; $0.bluetoothdAvailable = true }
+        m.recordAdvertisements(0, at: Date(timeIntervalSince1970: 0))
+        m.recordAdvertisements(120, at: Date(timeIntervalSince1970: 60))
+        let text = m.render()
+        #expect(text.contains("# TYPE blecompanion_advertisements_total counter\nblecompanion_advertisements_total 120\n"))
+        #expect(text.contains("blecompanion_advertisements_per_second 2.000\n"))
+        #expect(text.contains(#"blecompanion_decode_errors_total{format="BTHome v2"} 3"#))
+        #expect(text.contains("blecompanion_mqtt_queue_depth 5\n"))
+        #expect(text.contains("blecompanion_bluetoothd_available 1\n"))
+    }
+}
