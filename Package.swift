@@ -93,10 +93,15 @@ let package = Package(
             name: "blecompanion",
             dependencies: [
                 "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI",
+                "Gateway", "GatewayConfig", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .executableTarget(name: "bench", dependencies: ["DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI"]),
+        .executableTarget(name: "bench", dependencies: [
+            "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI", "Gateway", "MQTT",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
         // Test support: writes readings until killed (crash-consistency test).
         .executableTarget(name: "readings-writer", dependencies: ["Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),

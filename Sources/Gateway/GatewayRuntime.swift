@@ -3,6 +3,7 @@ import BlueZ
 import DBus
 import Domain
 import Foundation
+import HTTPServer
 import Logging
 import MQTT
 import Presenters
@@ -116,7 +117,26 @@ public final class GatewayRuntime: Sendable {
         var mqtt: MQTTClient?
         var publisher: QueuePublisher?
         var agent: BlueZAgent?
+        var http: HTTPServer?
         var stopping = false
+    }
+
+    func setHTTPServer(_ server: HTTPServer) { parts.withLock { $0.http = server } }
+    var httpServer: HTTPServer? { parts.withLock { $0.http } }
+
+    /// Brings the polled figures (queue, publisher, repository counters) up to date before a scrape.
+    public func refreshMetrics() {
+        let publisher = parts.withLock { $0.publisher }
+        let stats = devices.statistics
+        let depth = queue.depth
+        let dropped = (try? queue.dropped()) ?? 0
+        metrics.recordAdvertisements(stats.advertisements, at: Date())
+        metrics.update {
+            $0.queueDepth = depth
+            $0.queueDropped = dropped
+            $0.decodeErrors = stats.decodeErrors
+            if let publisher { $0.published = publisher.publishedCount }
+        }
     }
 
     /// The adapter device ids are formed on.
@@ -209,8 +229,9 @@ public final class GatewayRuntime: Sendable {
         guard first else { return }
         logger.info("gateway stopping")
         // Stop producing: no more list states, scans or commands.
-        let (tasks, agent) = parts.withLock { p in (p.tasks.filter { _ in true }, p.agent) }
+        let (tasks, agent, http) = parts.withLock { p in (p.tasks, p.agent, p.http) }
         for t in tasks { t.cancel() }
+        await http?.stop()
         for address in options.watched.keys { manager.unwatch(DeviceID(adapter: adapterID, address: address)) }
         let offline = await loop.allOffline()
         enqueue(offline)
@@ -230,7 +251,7 @@ public final class GatewayRuntime: Sendable {
         if options.activeScan {
             try? await adapters.setScanning(false, adapter: adapterID, filter: options.filter)
         }
-        parts.withLock { $0.mqtt = nil; $0.publisher = nil; $0.agent = nil; $0.tasks = [] }
+        parts.withLock { $0.mqtt = nil; $0.publisher = nil; $0.agent = nil; $0.http = nil; $0.tasks = [] }
         logger.info("gateway stopped")
     }
 

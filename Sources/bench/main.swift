@@ -15,6 +15,8 @@ usage: bench dbus-receive --address ADDRESS --count N
        bench bluez-ingest --address ADDRESS --devices D [--count N]
        bench terminal-diff [--json] [--color-mode MODE] [--min-time S]
        bench dashboard [--devices N] [--width W] [--height H] [--rounds R] [--idle SECONDS]
+       bench gateway --address ADDRESS --devices D --broker-port P --state-dir DIR
+       bench mqtt-publish --broker-port P --count N
 """
 
 switch arguments.first {
@@ -30,6 +32,10 @@ case "bluez-ingest":
     exit(await BlueZIngestBench.runIngest(Array(arguments.dropFirst())))
 case "dashboard":
     exit(await DashboardBench.run(Array(arguments.dropFirst())))
+case "gateway":
+    exit(await GatewayBench.runGateway(Array(arguments.dropFirst())))
+case "mqtt-publish":
+    exit(await GatewayBench.runPublishBaseline(Array(arguments.dropFirst())))
 case "parsing":
     exit(ParsingBench.run(Array(arguments.dropFirst())))
 case "terminal-diff":

@@ -1,0 +1,100 @@
+import BlueZ
+import DBus
+import Foundation
+import GatewayConfig
+import Logging
+import MQTT
+import ServiceLifecycle
+import ServiceSupport
+
+extension GatewayOptions {
+    /// The options a validated configuration file describes. `stateDirectory`
+    /// is used when the file names none.
+    public init(configuration c: GatewayConfiguration, stateDirectory fallback: URL) throws(GatewayConfigError) {
+        func problem(_ key: String, _ message: String) -> GatewayConfigError {
+            GatewayConfigError(file: "<config>", problems: [.init(line: nil, key: key, message: message)])
+        }
+        func address(_ text: String, _ key: String) throws(GatewayConfigError) -> BluetoothAddress {
+            do { return try BluetoothAddress(text) } catch { throw problem(key, "\(text) is not a Bluetooth address") }
+        }
+        let topics = GatewayTopics(gatewayID: c.gatewayID, base: c.mqtt?.baseTopic ?? "blecompanion",
+                                   discoveryPrefix: c.mqtt?.discoveryPrefix ?? "homeassistant")
+        let selection: DeviceSelection
+        switch c.selection {
+        case .decodable: selection = .decodable
+        case let .allow(list):
+            var set: Set<BluetoothAddress> = []
+            for a in list { set.insert(try address(a, "devices.allow")) }
+            selection = .allow(set)
+        case let .deny(list):
+            var set: Set<BluetoothAddress> = []
+            for a in list { set.insert(try address(a, "devices.deny")) }
+            selection = .deny(set)
+        }
+        var bindkeys: [BluetoothAddress: [UInt8]] = [:]
+        for (a, key) in c.bindkeys { bindkeys[try address(a, "devices.bindkeys")] = key }
+        var watched: [BluetoothAddress: [String]] = [:]
+        for w in c.watched { watched[try address(w.address, "devices.watch")] = w.subscribe }
+        var filter = DiscoveryFilter(uuids: c.filter.uuids, rssi: c.filter.rssi,
+                                     transport: c.filter.transport.flatMap(DiscoveryFilter.Transport.init(rawValue:)))
+        filter.duplicateData = c.filter.duplicateData
+        filter.pattern = c.filter.pattern.flatMap { $0.isEmpty ? nil : $0 }
+        var mqtt: MQTTConfiguration?
+        if let m = c.mqtt {
+            mqtt = MQTTConfiguration(
+                host: m.host, port: m.port, clientID: m.clientID ?? "blecompanion-\(topics.gatewayID)", username: m.username,
+                password: m.password, protocolVersion: m.protocolVersion == .v5 ? .v5 : .v311, keepAlive: m.keepAlive,
+                tls: m.tls.map { MQTTConfiguration.TLS(caFile: $0.caFile, certificateFile: $0.certificateFile, keyFile: $0.keyFile,
+                                                       insecure: $0.insecure) })
+        }
+        self.init(topics: topics,
+                  stateDirectory: c.stateDirectory.map { URL(fileURLWithPath: $0) } ?? fallback,
+                  selection: selection,
+                  policy: PublishPolicy(minInterval: c.publish.minInterval, heartbeat: c.publish.heartbeat),
+                  discovery: c.mqtt?.discovery ?? false,
+                  expireAfter: c.expireAfter,
+                  adapter: c.adapter,
+                  activeScan: c.scanMode == .active,
+                  filter: filter,
+                  bindkeys: bindkeys,
+                  watched: watched,
+                  mqtt: mqtt,
+                  queueCapacity: c.mqtt?.queueCapacity ?? 100_000,
+                  http: c.http.map { HTTPOptions(host: $0.host, port: $0.port, token: $0.token) })
+    }
+}
+
+/// The gateway as a swift-service-lifecycle service: runs until a graceful
+/// shutdown (SIGTERM/SIGINT through the service group), tells systemd
+/// READY/STOPPING and pets its watchdog, then stops the runtime gracefully.
+public struct GatewayService: Service {
+    let runtime: GatewayRuntime
+    let notifier: SystemdNotifier
+
+    public init(runtime: GatewayRuntime, notifier: SystemdNotifier) {
+        self.runtime = runtime
+        self.notifier = notifier
+    }
+
+    public func run() async throws {
+        try await runtime.startHTTP()
+        runtime.run()
+        _ = notifier.ready(status: "publishing as \(runtime.options.topics.gatewayID)")
+        let watchdog = Task { [notifier] in await notifier.runWatchdog() }
+        // Suspends until the group starts a graceful shutdown (or is cancelled).
+        try? await gracefulShutdown()
+        _ = notifier.stopping(status: "flushing the outbound queue")
+        await runtime.shutdown()
+        watchdog.cancel()
+    }
+
+    /// Runs the gateway until SIGTERM or SIGINT.
+    public static func runUntilSignalled(_ runtime: GatewayRuntime, logger: Logger) async throws {
+        let service = GatewayService(runtime: runtime, notifier: SystemdNotifier(logger: logger))
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: service)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        try await group.run()
+    }
+}
