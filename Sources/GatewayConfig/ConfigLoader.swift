@@ -184,7 +184,9 @@ struct ConfigLoader {
                 guard let device = reader.section(item.node, path: item.path, line: item.line, keys: Self.watchKeys,
                                                   what: "a mapping like { address: \"C0:FF:EE:00:00:01\", subscribe: [2a37] }") else { continue }
                 guard let addressEntry = device.value("address") else {
-                    reader.report(line: device.line, key: device.path("address"), "missing; every watched device needs its address")
+                    if device.isMissing("address") {
+                        reader.report(line: device.line, key: device.path("address"), "missing; every watched device needs its address")
+                    }
                     continue
                 }
                 guard let address = address(addressEntry) else { continue }
@@ -250,7 +252,7 @@ struct ConfigLoader {
                     reader.report(entry, "expected the broker's host name or IP address (IPv6 without brackets), got \(ConfigReader.quote(text))")
                 }
             }
-        } else {
+        } else if section.isMissing("host") {
             reader.report(line: section.line, key: section.path("host"), "missing; the broker's host name or IP address is required")
         }
 
@@ -310,7 +312,7 @@ struct ConfigLoader {
         var caFile: String?
         if let entry = section.value("ca_file") {
             caFile = readableFile(entry)
-        } else {
+        } else if section.isMissing("ca_file") {
             reader.report(line: section.line, key: section.path("ca_file"), "missing; TLS needs the CA certificate(s) to check the broker with (/etc/ssl/certs/ca-certificates.crt for public CAs)")
         }
         let certificate = section.value("cert_file")

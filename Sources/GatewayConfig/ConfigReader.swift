@@ -88,6 +88,8 @@ struct Section {
     var line: Int?
     /// First occurrences of the allowed keys.
     var entries: [String: Entry]
+    /// Keys suggested for misspelt ones: not also reported missing.
+    var suggested: Set<String> = []
 
     subscript(key: String) -> Entry? { entries[key] }
 
@@ -98,6 +100,9 @@ struct Section {
     }
 
     func path(_ key: String) -> String { Section.join(path, key) }
+
+    /// Whether a required key that is absent should be reported: not when a misspelling of it was.
+    func isMissing(_ key: String) -> Bool { value(key) == nil && !suggested.contains(key) }
 
     static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
 }
@@ -161,6 +166,7 @@ final class ConfigReader {
             firstLines[key] = keyLine
             guard allowed.contains(key) else {
                 if let suggestion = Suggestion.closest(to: key, among: allowed) {
+                    section.suggested.insert(suggestion)
                     report(line: keyLine, key: keyPath, "unknown key; did you mean \(Section.join(path, suggestion))?")
                 } else {
                     report(line: keyLine, key: keyPath, "unknown key; expected one of: \(allowed.joined(separator: ", "))")

@@ -81,8 +81,12 @@ enum YAMLDocument {
             return message
         }
         switch error {
-        case .scanner(let context, let problem, let mark, _),
-             .parser(let context, let problem, let mark, _):
+        case .scanner(let context, let problem, let mark, let yaml):
+            if character(at: mark, in: yaml) == "\t" {
+                return (mark.line, "invalid YAML: a tab where YAML allows only spaces (indent with spaces)")
+            }
+            return (mark.line, text(problem, context))
+        case .parser(let context, let problem, let mark, _):
             return (mark.line, text(problem, context))
         case .composer(let context, let problem, let mark, _):
             // Yams words "more than one document" as context + problem at the second document.
@@ -97,6 +101,24 @@ enum YAMLDocument {
         default:
             return (nil, "invalid YAML: \(error)")
         }
+    }
+
+    /// The Unicode scalar at a libyaml mark, if the mark is inside the text.
+    static func character(at mark: Mark, in text: String) -> Unicode.Scalar? {
+        guard mark.line >= 1, mark.column >= 1 else { return nil }
+        var line = 1
+        var column = 1
+        for scalar in text.unicodeScalars {
+            if line == mark.line, column == mark.column { return scalar }
+            if scalar == "\n" {
+                if line == mark.line { return nil }
+                line += 1
+                column = 1
+            } else {
+                column += 1
+            }
+        }
+        return nil
     }
 
     static func line(atCharacterOffset offset: Int, in text: String) -> Int {
