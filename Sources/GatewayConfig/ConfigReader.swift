@@ -165,7 +165,9 @@ final class ConfigReader {
             }
             firstLines[key] = keyLine
             guard allowed.contains(key) else {
-                if let suggestion = Suggestion.closest(to: key, among: allowed) {
+                if key == "<<" {
+                    report(line: keyLine, key: keyPath, "merge keys (<<) are not supported; write the keys out")
+                } else if let suggestion = Suggestion.closest(to: key, among: allowed) {
                     section.suggested.insert(suggestion)
                     report(line: keyLine, key: keyPath, "unknown key; did you mean \(Section.join(path, suggestion))?")
                 } else {

@@ -402,6 +402,7 @@ struct Rule: Sendable, CustomTestStringConvertible {
          message: "unknown key; expected one of: gateway, bluez, devices, publish, mqtt, http"),
     Rule(yaml: "devices:\n  watch:\n    - address: C0:FF:EE:00:00:01\n      subscibe: [2a37]\n", key: "devices.watch[0].subscibe", line: 4,
          message: "unknown key; did you mean devices.watch[0].subscribe?"),
+    Rule(yaml: "mqtt:\n  <<: { port: 1883 }\n  host: a\n", key: "mqtt.<<", line: 2, message: "merge keys (<<) are not supported; write the keys out"),
     // Duplicate keys.
     Rule(yaml: "mqtt:\n  host: a\n  port: 1883\n  port: 1884\n", key: "mqtt.port", line: 4, message: "duplicate key; first given on line 3"),
     Rule(yaml: "http: {}\nmqtt: { host: a }\nhttp: {}\n", key: "http", line: 3, message: "duplicate key; first given on line 1"),
