@@ -1,1 +1,0 @@
-// systemd notify and JSON logging (issue 7).

@@ -1,4 +1,0 @@
-import Testing
-@testable import ServiceSupport
-
-@Test func placeholderServiceSupport() { #expect(Bool(true)) }
