@@ -341,23 +341,28 @@ public final class GatewayRuntime: Sendable {
     /// with the configured filter — again after bluetoothd restarts.
     private func scanKeeper() async {
         var failures = 0
+        // Asked for and not seen ending yet: no second request for the same session.
+        var requested = false
         for await snapshot in adapters.snapshots() {
-            guard snapshot.bluetoothdAvailable else { continue }
             let id = adapterID
-            guard let adapter = snapshot.adapters.first(where: { $0.id == id }) else { continue }
-            if !adapter.powered {
-                do throws(DomainError) {
-                    try await adapters.setPowered(true, adapter: id)
-                    logger.info("powered \(id.name) on")
-                } catch {
-                    metrics.update { $0.dbusErrors += 1 }
-                    logger.error("cannot power \(id.name) on: \(error.description)")
+            guard snapshot.bluetoothdAvailable, let adapter = snapshot.adapters.first(where: { $0.id == id }), adapter.powered else {
+                requested = false
+                if snapshot.bluetoothdAvailable, let adapter = snapshot.adapters.first(where: { $0.id == id }), !adapter.powered {
+                    do throws(DomainError) {
+                        try await adapters.setPowered(true, adapter: id)
+                        logger.info("powered \(id.name) on")
+                    } catch {
+                        metrics.update { $0.dbusErrors += 1 }
+                        logger.error("cannot power \(id.name) on: \(error.description)")
+                    }
                 }
                 continue
             }
-            guard options.activeScan, snapshot.discoveryFilters[id] == nil else { continue }
+            if snapshot.discoveryFilters[id] != nil { requested = false; continue }
+            guard options.activeScan, !requested else { continue }
             do throws(DomainError) {
                 try await adapters.setScanning(true, adapter: id, filter: options.filter)
+                requested = true
                 failures = 0
                 logger.info("scanning on \(id.name)")
             } catch {
@@ -463,6 +468,13 @@ public final class GatewayRuntime: Sendable {
         }
         if stopping { await client.disconnect(); return }
         logger.info("MQTT connected to \(configuration.endpoint)")
+        // Commands are subscribed before the gateway says `online`: online means ready for them.
+        let filter = "\(options.topics.gatewayRoot)/+/command"
+        let commands: AsyncStream<MQTTMessage>?
+        do throws(MQTTError) { commands = try await client.subscribe(filter) } catch {
+            logger.error("MQTT: cannot subscribe to \(filter): \(error.description); commands over MQTT are off")
+            commands = nil
+        }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await publisher.run() }
             group.addTask { [weak self] in
@@ -478,17 +490,12 @@ public final class GatewayRuntime: Sendable {
                                                           payload: Array(GatewayTopics.online.utf8), qos: .atLeastOnce, retain: true))
                 }
             }
-            group.addTask { [weak self] in
-                guard let self else { return }
-                let filter = "\(options.topics.gatewayRoot)/+/command"
-                let messages: AsyncStream<MQTTMessage>
-                do throws(MQTTError) { messages = try await client.subscribe(filter) } catch {
-                    logger.error("MQTT: cannot subscribe to \(filter): \(error.description)")
-                    return
-                }
-                await withTaskGroup(of: Void.self) { commands in
-                    for await message in messages {
-                        commands.addTask { [weak self] in await self?.handleMQTTCommand(message) }
+            if let commands {
+                group.addTask { [weak self] in
+                    await withTaskGroup(of: Void.self) { running in
+                        for await message in commands {
+                            running.addTask { [weak self] in await self?.handleMQTTCommand(message) }
+                        }
                     }
                 }
             }

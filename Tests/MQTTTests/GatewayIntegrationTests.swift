@@ -18,7 +18,9 @@ struct GatewayHarness {
     let runtime: GatewayRuntime
     let directory: URL
 
-    static let quiet = Logger(label: "gateway-test", factory: { _ in SwiftLogNoOpLogHandler() })
+    static let quiet = ProcessInfo.processInfo.environment["GATEWAY_TEST_LOG"] != nil
+        ? Logger(label: "gateway-test", factory: { StreamLogHandler.standardError(label: $0) })
+        : Logger(label: "gateway-test", factory: { _ in SwiftLogNoOpLogHandler() })
 
     static func start(_ scenario: Scenario, broker: Broker?, watched: [BluetoothAddress: [String]] = [:],
                       http: GatewayOptions.HTTPOptions? = nil) async throws -> GatewayHarness {
@@ -124,6 +126,9 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
             let gateway = try await GatewayHarness.start(try demoScenario(), broker: broker)
             let tester = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
             let replies = Inbox(try await tester.subscribe("\(Self.strap)/reply", qos: .atLeastOnce))
+            // `online` means the gateway listens for commands.
+            let status = Inbox(try await tester.subscribe("blecompanion/test/status", qos: .atLeastOnce))
+            #expect(await status.wait { $0.contains { $0.text == "online" } }.contains { $0.text == "online" })
             func send(_ body: String, id: String) async throws -> [String: Any]? {
                 try await tester.publish(MQTTMessage(topic: "\(Self.strap)/command", text: body, qos: .atLeastOnce))
                 return await replies.wait(timeout: .seconds(20)) { all in all.contains { json($0)?["id"] as? String == id } }

@@ -13,7 +13,9 @@ import TestSupport
 final class NotifySocket: Sendable {
     let path: String
     private let fd: Int32
-    private let received = Mutex<[String]>([])
+    /// Shared with the reader thread.
+    final class Box: Sendable { let value = Mutex<[String]>([]) }
+    private let box = Box()
 
     init(directory: URL) throws {
         path = directory.appendingPathComponent("notify").path
@@ -29,14 +31,15 @@ final class NotifySocket: Sendable {
         guard bound == 0 else { throw BrokerError(description: "bind \(path): \(String(cString: strerror(errno)))") }
         var timeout = timeval(tv_sec: 0, tv_usec: 200_000)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let fd = self.fd, received = self.received
+        let socketFD = fd
+        let box = self.box
         // A thread of its own, blocking in recv (with a timeout to notice close).
         Thread {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
-                let n = recv(fd, &buffer, buffer.count, 0)
+                let n = recv(socketFD, &buffer, buffer.count, 0)
                 if n > 0 {
-                    received.withLock { $0.append(String(decoding: buffer[0..<n], as: UTF8.self)) }
+                    box.value.withLock { $0.append(String(decoding: buffer[0..<n], as: UTF8.self)) }
                 } else if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR {
                     return
                 }
@@ -44,7 +47,7 @@ final class NotifySocket: Sendable {
         }.start()
     }
 
-    var messages: [String] { received.withLock { $0 } }
+    var messages: [String] { box.value.withLock { $0 } }
 
     func close() { shutdown(fd, Int32(SHUT_RDWR)); Glibc.close(fd) }
 }
