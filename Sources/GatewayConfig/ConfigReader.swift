@@ -279,7 +279,7 @@ final class ConfigReader {
         let bound = exclusive ? "> \(Self.format(minimum))" : "≥ \(Self.format(minimum))"
         let expected = "expected a number of seconds \(bound)"
         let value: Double
-        switch (entry.node.scalar.map(ScalarValue.init)) {
+        switch entry.node.scalar.map(ScalarValue.init) {
         case .integer(let number)?: value = Double(number)
         case .float(let number)?: value = number
         case .string(let text, quoted: true)? where ScalarValue.plain(text).isNumber:
