@@ -255,8 +255,9 @@ final class ServerCore: Sendable {
         case .some(.some(let id)):
             let connection = Connection(fd: fd, id: id, core: self, remoteHost: remote?.host ?? "?", remotePort: remote?.port ?? 0)
             if !spawnThread({ connection.run() }) {
-                refuse(fd, message: "cannot start a connection thread")
+                // Out of the registry before the descriptor closes (see `beginStop`).
                 finish { s in s.connections[id] = nil }
+                refuse(fd, message: "cannot start a connection thread")
                 return false
             }
         }

@@ -246,15 +246,28 @@ import Testing
         #expect(gzip.text.contains("gzip"))
     }
 
-    @Test func stalledHeadIs408AfterHeaderTimeout() async throws {
+    @Test func trickledHeadIs408AfterHeaderTimeout() async throws {
+        // Slowloris: a header line every 100 ms never leaves the connection
+        // idle, but the head as a whole must arrive within headerTimeout.
         var configuration = HTTPServer.Configuration()
         configuration.headerTimeout = .milliseconds(300)
-        let start = ContinuousClock.now
-        let (response, closed) = try await Self.exchange(Array("GET / HTTP/1.1\r\nHost: test\r\n".utf8), configuration: configuration)
+        let (response, linesSent, closed) = try await withServer(configuration: configuration, handler: { _ in .text("handler ran") }) { server in
+            try await onThread {
+                let client = try RawClient(port: server.boundPort)
+                try client.send("GET / HTTP/1.1\r\nHost: test\r\n")
+                var linesSent = 0
+                while linesSent < 30 && !client.isReadable(within: 100) {
+                    try client.send("X-Slow: \(linesSent)\r\n")
+                    linesSent += 1
+                }
+                let response = try client.readResponse()
+                return (response, linesSent, try client.seesEndOfInput())
+            }
+        }
         #expect(response.status == 408)
         #expect(response.text == "request head not complete within 0.3 s\n")
+        #expect(linesSent >= 2 && linesSent < 10, "answered about 300 ms in, while the client was still sending (\(linesSent) lines)")
         #expect(closed)
-        #expect(ContinuousClock.now - start >= .milliseconds(300))
     }
 
     @Test func connectionsBeyondTheLimitGet503() async throws {
@@ -267,16 +280,14 @@ import Testing
                 let first = try a.readResponse()  // a now holds the only slot
                 let b = try RawClient(port: server.boundPort)
                 let refused = try b.readResponse()
-                a.close()
-                // The slot frees once the server has seen a close; a new
-                // client then gets served (retrying on 503 while it catches up).
-                for _ in 0..<50 {
-                    let c = try RawClient(port: server.boundPort)
-                    try c.send(request("GET", "/"))
-                    if let response = try? c.readResponse(), response.status == 200 { return (first, refused, response) }
-                    usleep(20_000)
-                }
-                throw ClientError("the slot was never freed")
+                // The server frees the slot before it closes the socket, so
+                // once a sees the end, a new client must be served.
+                try a.send(request("GET", "/", headers: [("Connection", "close")]))
+                _ = try a.readResponse()
+                guard try a.seesEndOfInput() else { throw ClientError("a was not closed") }
+                let c = try RawClient(port: server.boundPort)
+                try c.send(request("GET", "/"))
+                return (first, refused, try c.readResponse())
             }
         }
         #expect(first.status == 200)
@@ -422,6 +433,33 @@ import Testing
         #expect(head.headers["Content-Length"] == nil)
         #expect(head.headers["Transfer-Encoding"] == nil)
         #expect(events == (1...3).map { "id: \($0)\nevent: tick\ndata: n=\($0)\n\n" })
+    }
+
+    @Test func clientLeavingDuringAStalledSendTerminatesProducer() async throws {
+        // 8 MiB queued at once, a client that reads nothing with a small
+        // receive buffer: the server's send stalls while the consumer waits
+        // for it, then the client leaves (with unread data: a reset).
+        let producer = Producer()
+        let chunk = [UInt8](repeating: 0x78, count: 64 * 1024)
+        let sent = Signal()
+        let head = try await withServer(handler: { _ in
+            for _ in 0..<128 { producer.continuation.yield(chunk) }
+            return .stream(headers: ["Content-Type": "application/octet-stream"], body: producer.stream)
+        }) { server in
+            let head = try await onThread {
+                let client = try RawClient(port: server.boundPort, receiveBuffer: 4096)
+                try client.send(request("GET", "/bulk"))
+                let head = try client.readHead()
+                sent.fire()
+                usleep(200_000)  // let the server's send fill the buffers and stall
+                client.close()
+                return head
+            }
+            #expect(await sent.wait())
+            #expect(await producer.terminated.wait(), "the producer learns that the client went away")
+            return head
+        }
+        #expect(head.headers["Transfer-Encoding"] == "chunked")
     }
 
     @Test func stopClosesAnOpenEventStream() async throws {

@@ -61,7 +61,8 @@ final class RawClient {
     private var buffer: [UInt8] = []
     private let timeout: Int32
 
-    init(host: String = "127.0.0.1", port: Int, timeout: Int32 = 5000) throws {
+    /// `receiveBuffer` (SO_RCVBUF) makes a client that does not read stall the server's sends early.
+    init(host: String = "127.0.0.1", port: Int, timeout: Int32 = 5000, receiveBuffer: Int32? = nil) throws {
         self.timeout = timeout
         var v4 = sockaddr_in()
         var v6 = sockaddr_in6()
@@ -79,6 +80,9 @@ final class RawClient {
         }
         fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ClientError("socket: \(String(cString: strerror(errno)))") }
+        if var size = receiveBuffer {
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         let rc: Int32
         if family == AF_INET {
             rc = withUnsafePointer(to: &v4) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
@@ -109,6 +113,13 @@ final class RawClient {
     }
 
     func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    /// Whether the server has sent something (or closed) within `milliseconds`.
+    func isReadable(within milliseconds: Int32) -> Bool {
+        if !buffer.isEmpty { return true }
+        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, milliseconds) > 0
+    }
 
     /// Reads once more; false at end of input (or a reset).
     private func fill() throws -> Bool {
