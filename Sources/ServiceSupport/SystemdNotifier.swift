@@ -207,7 +207,7 @@ public struct SystemdNotifier: Sendable {
     private func logFailure(_ call: String, errno code: Int32, message: String) {
         logger.error("could not notify systemd", metadata: [
             "call": "\(call)",
-            "error": "\(String(cString: strerror(code)))",
+            "reason": "\(String(cString: strerror(code)))",
             "notification": "\(message.replacingNewlines())",
         ])
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 import Testing
 @testable import ServiceSupport
 #if canImport(Glibc)
@@ -126,32 +127,53 @@ private func object(_ line: Data) throws -> [String: Any] {
         #expect(parsed["function"] as? String == "connect()")
     }
 
+    /// Into a pipe, as under systemd (stderr is a stream to journald): a write
+    /// larger than PIPE_BUF (4096 bytes) is not atomic there, so without the
+    /// sink's lock the lines of different threads would interleave.
     @Test func concurrentLoggingFromThreadsWritesOnlyWholeLines() async throws {
-        let directory = try TemporaryDirectory()
-        let file = try LogFile(in: directory)
-        let sink = LogSink(fileDescriptor: file.fd)
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw SupportError.posix("pipe") }
+        let (readEnd, writeEnd) = (ends[0], ends[1])
+        defer { close(readEnd) }
+        let sink = LogSink(fileDescriptor: writeEnd)
         let threads = 8
         let perThread = 300
-        // Longer than a pipe's atomic write (4096 bytes), so only the lock keeps lines whole.
-        let padding = String(repeating: "ä0123456789", count: 500)
+        let padding = String(repeating: "ä0123456789", count: 500)  // about 6 KB a line
 
-        try await offPool {
-            let done = DispatchSemaphore(value: 0)
+        let output = try await offPool { () -> Data in
+            // The reader drains the pipe while the writers fill it.
+            let received = Mutex<Data>(Data())
+            let readerDone = DispatchSemaphore(value: 0)
+            Thread {
+                var buffer = [UInt8](repeating: 0, count: 65536)
+                while true {
+                    let count = buffer.withUnsafeMutableBytes { read(readEnd, $0.baseAddress, $0.count) }
+                    if count < 0 && errno == EINTR { continue }
+                    if count <= 0 { break }
+                    received.withLock { $0.append(contentsOf: buffer[0..<count]) }
+                }
+                readerDone.signal()
+            }.start()
+
+            let writersDone = DispatchSemaphore(value: 0)
             for t in 0..<threads {
                 Thread {
                     let logger = Logger(label: "thread-\(t)") { JSONLogHandler(label: $0, sink: sink) }
                     for i in 0..<perThread {
                         logger.info("line", metadata: ["thread": .stringConvertible(t), "seq": .stringConvertible(i), "pad": "\(padding)"])
                     }
-                    done.signal()
+                    writersDone.signal()
                 }.start()
             }
-            for _ in 0..<threads {
-                guard done.wait(timeout: .now() + 120) == .success else { throw SupportError("a logging thread did not finish") }
-            }
+            var finished = 0
+            for _ in 0..<threads where writersDone.wait(timeout: .now() + 120) == .success { finished += 1 }
+            close(writeEnd)
+            guard finished == threads else { throw SupportError("a logging thread did not finish") }
+            guard readerDone.wait(timeout: .now() + 60) == .success else { throw SupportError("the reader did not see the end") }
+            return received.withLock { $0 }
         }
 
-        let lines = file.lines
+        let lines = output.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).map { Data($0) }
         #expect(lines.count == threads * perThread + 1)
         #expect(lines.last?.isEmpty == true)
         var next = [Int](repeating: 0, count: threads)

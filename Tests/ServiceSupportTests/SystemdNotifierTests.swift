@@ -95,6 +95,7 @@ import Musl
         #expect(entries.first?.level == .error)
         #expect(entries.first?.metadata["call"] == "sendto")
         #expect(entries.first?.metadata["notification"] == "READY=1")
+        #expect(entries.first?.metadata["reason"] == "No such file or directory")
     }
 
     @Test(arguments: [
