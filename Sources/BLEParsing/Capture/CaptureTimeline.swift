@@ -1,0 +1,192 @@
+/// What a capture shows about each remote device: advertisements over time,
+/// the GATT layout a client discovered, and the values it read or was sent.
+/// Built by ``CaptureAnalyzer`` from btsnoop records.
+public struct CaptureTimeline: Equatable, Sendable {
+    public var datalink: BtsnoopDatalink
+    /// Number of records in the file.
+    public var recordCount: Int
+    /// Timestamp of the first record (microseconds since 0 AD); times in the
+    /// timeline are relative to it with ``seconds(_:)``.
+    public var firstTimestamp: Int64?
+    /// Timestamp of the last record.
+    public var lastTimestamp: Int64?
+    /// Records whose included length is below their original length.
+    public var truncatedRecords: Int
+    /// The last record's cumulative drop count (packets the capturer lost).
+    public var droppedPackets: UInt32
+    /// Controllers announced by the Linux monitor (index → address, name).
+    public var controllers: [CapturedController]
+    /// Remote devices, in the order they first appear.
+    public var devices: [CapturedDevice]
+    /// Packets the importer does not use, counted by kind ("HCI event 0x0e",
+    /// "ATT Exchange MTU Request (0x02)", "L2CAP CID 0x0006", …).
+    public var unknownPackets: [String: Int]
+    /// Packets that were present but malformed (first ``CaptureAnalyzer/maxIssues`` kept).
+    public var malformedPackets: [CaptureIssue]
+    /// All malformed packets, also those beyond the kept list.
+    public var malformedCount: Int
+
+    public init(datalink: BtsnoopDatalink) {
+        self.datalink = datalink
+        recordCount = 0
+        truncatedRecords = 0
+        droppedPackets = 0
+        controllers = []
+        devices = []
+        unknownPackets = [:]
+        malformedPackets = []
+        malformedCount = 0
+    }
+
+    /// Seconds from the first record to `timestamp` (never negative).
+    public func seconds(_ timestamp: Int64) -> Double {
+        guard let first = firstTimestamp, timestamp > first else { return 0 }
+        return Double(timestamp - first) / 1_000_000
+    }
+
+    /// Microseconds from the first record to `timestamp` (never negative).
+    public func microseconds(_ timestamp: Int64) -> Int64 {
+        guard let first = firstTimestamp, timestamp > first else { return 0 }
+        return timestamp - first
+    }
+
+    public func device(_ address: DeviceAddress) -> CapturedDevice? {
+        devices.first { $0.address == address }
+    }
+}
+
+/// A controller of the capturing host (Linux monitor New Index / Index Info).
+public struct CapturedController: Equatable, Sendable {
+    public var index: UInt16
+    public var address: DeviceAddress
+    public var name: String
+}
+
+/// A malformed packet: where it is and what the decoder said.
+public struct CaptureIssue: Equatable, Sendable, CustomStringConvertible {
+    /// 1-based record number.
+    public var record: Int
+    /// Byte offset of the record in the file.
+    public var offset: Int
+    public var error: DecodeError
+
+    public var description: String { "record \(record) (byte offset \(offset)): \(error)" }
+}
+
+/// One advertising report of a device, at a time.
+public struct CapturedAdvertisement: Equatable, Sendable {
+    /// Microseconds since 0 AD.
+    public var timestamp: Int64
+    public var record: Int
+    public var report: LEAdvertisingReport
+
+    public var address: DeviceAddress { report.address }
+    public var addressType: CaptureAddressType { report.addressType }
+    public var rssi: Int8? { report.rssi }
+    /// The AD structures (advertising data or scan response data).
+    public var data: [UInt8] { report.data }
+    public var format: LEAdvertisingReport.Format { report.format }
+}
+
+/// What kind of value event.
+public enum CapturedValueKind: String, Equatable, Sendable {
+    /// Read Response / Read Blob Response / Read By Type Response to our read.
+    case read
+    case notification
+    case indication
+    /// Our Write Request.
+    case write
+    /// Our Write Command (or Signed Write Command).
+    case writeCommand = "write_command"
+}
+
+/// A value that went over the air for an attribute handle.
+public struct CapturedValueEvent: Equatable, Sendable {
+    public var timestamp: Int64
+    public var record: Int
+    public var handle: UInt16
+    public var value: [UInt8]
+    public var kind: CapturedValueKind
+    /// For read blob parts that could not be joined to the read before them.
+    public var offset: UInt16
+}
+
+/// An ATT Error Response the remote server sent us.
+public struct CapturedATTError: Equatable, Sendable {
+    public var timestamp: Int64
+    public var record: Int
+    public var requestOpcode: UInt8
+    public var handle: UInt16
+    public var error: UInt8
+}
+
+/// A connection to the device (LE Connection Complete .. Disconnection Complete).
+public struct CapturedConnection: Equatable, Sendable {
+    public var controller: UInt16
+    public var handle: UInt16
+    public var connected: Int64
+    public var disconnected: Int64?
+    /// 0x00: we were central; 0x01: peripheral.
+    public var role: UInt8
+}
+
+public struct CapturedDescriptor: Equatable, Sendable {
+    public var handle: UInt16
+    public var uuid: BluetoothUUID
+}
+
+public struct CapturedCharacteristic: Equatable, Sendable {
+    /// Handle of the characteristic declaration (0x2803).
+    public var handle: UInt16
+    public var properties: UInt8
+    public var valueHandle: UInt16
+    public var uuid: BluetoothUUID
+    public var descriptors: [CapturedDescriptor]
+
+    /// BlueZ flag names of ``properties``.
+    public var flags: [String] { CharacteristicDeclaration.flagNames(properties) }
+}
+
+public struct CapturedService: Equatable, Sendable {
+    public var handle: UInt16
+    public var endHandle: UInt16
+    public var uuid: BluetoothUUID
+    public var primary: Bool
+    public var characteristics: [CapturedCharacteristic]
+}
+
+/// Everything the capture shows about one remote device.
+public struct CapturedDevice: Equatable, Sendable {
+    public var address: DeviceAddress
+    public var addressType: CaptureAddressType
+    public var advertisements: [CapturedAdvertisement]
+    public var connections: [CapturedConnection]
+    /// The GATT layout discovered by a client on our side, in handle order.
+    public var services: [CapturedService]
+    /// Characteristic declarations outside every discovered service.
+    public var unplacedCharacteristics: [CapturedCharacteristic]
+    /// Reads, notifications, indications and our writes, in capture order.
+    public var values: [CapturedValueEvent]
+    public var attErrors: [CapturedATTError]
+    /// The ATT MTU both sides agreed on (Exchange MTU), if seen.
+    public var mtu: UInt16?
+
+    public init(address: DeviceAddress, addressType: CaptureAddressType) {
+        self.address = address
+        self.addressType = addressType
+        advertisements = []
+        connections = []
+        services = []
+        unplacedCharacteristics = []
+        values = []
+        attErrors = []
+    }
+
+    /// The characteristic whose value handle is `handle`.
+    public func characteristic(valueHandle handle: UInt16) -> CapturedCharacteristic? {
+        for s in services {
+            if let c = s.characteristics.first(where: { $0.valueHandle == handle }) { return c }
+        }
+        return nil
+    }
+}
