@@ -60,6 +60,12 @@ public struct CapturedController: Equatable, Sendable {
     public var index: UInt16
     public var address: DeviceAddress
     public var name: String
+
+    public init(index: UInt16, address: DeviceAddress, name: String) {
+        self.index = index
+        self.address = address
+        self.name = name
+    }
 }
 
 /// A malformed packet: where it is and what the decoder said.
@@ -86,6 +92,12 @@ public struct CapturedAdvertisement: Equatable, Sendable {
     /// The AD structures (advertising data or scan response data).
     public var data: [UInt8] { report.data }
     public var format: LEAdvertisingReport.Format { report.format }
+
+    public init(timestamp: Int64, record: Int, report: LEAdvertisingReport) {
+        self.timestamp = timestamp
+        self.record = record
+        self.report = report
+    }
 }
 
 /// What kind of value event.
@@ -109,6 +121,15 @@ public struct CapturedValueEvent: Equatable, Sendable {
     public var kind: CapturedValueKind
     /// For read blob parts that could not be joined to the read before them.
     public var offset: UInt16
+
+    public init(timestamp: Int64, record: Int, handle: UInt16, value: [UInt8], kind: CapturedValueKind, offset: UInt16 = 0) {
+        self.timestamp = timestamp
+        self.record = record
+        self.handle = handle
+        self.value = value
+        self.kind = kind
+        self.offset = offset
+    }
 }
 
 /// An ATT Error Response the remote server sent us.
@@ -118,6 +139,14 @@ public struct CapturedATTError: Equatable, Sendable {
     public var requestOpcode: UInt8
     public var handle: UInt16
     public var error: UInt8
+
+    public init(timestamp: Int64, record: Int, requestOpcode: UInt8, handle: UInt16, error: UInt8) {
+        self.timestamp = timestamp
+        self.record = record
+        self.requestOpcode = requestOpcode
+        self.handle = handle
+        self.error = error
+    }
 }
 
 /// A connection to the device (LE Connection Complete .. Disconnection Complete).
@@ -128,11 +157,24 @@ public struct CapturedConnection: Equatable, Sendable {
     public var disconnected: Int64?
     /// 0x00: we were central; 0x01: peripheral.
     public var role: UInt8
+
+    public init(controller: UInt16, handle: UInt16, connected: Int64, disconnected: Int64?, role: UInt8) {
+        self.controller = controller
+        self.handle = handle
+        self.connected = connected
+        self.disconnected = disconnected
+        self.role = role
+    }
 }
 
 public struct CapturedDescriptor: Equatable, Sendable {
     public var handle: UInt16
     public var uuid: BluetoothUUID
+
+    public init(handle: UInt16, uuid: BluetoothUUID) {
+        self.handle = handle
+        self.uuid = uuid
+    }
 }
 
 public struct CapturedCharacteristic: Equatable, Sendable {
@@ -145,6 +187,14 @@ public struct CapturedCharacteristic: Equatable, Sendable {
 
     /// BlueZ flag names of ``properties``.
     public var flags: [String] { CharacteristicDeclaration.flagNames(properties) }
+
+    public init(handle: UInt16, properties: UInt8, valueHandle: UInt16, uuid: BluetoothUUID, descriptors: [CapturedDescriptor]) {
+        self.handle = handle
+        self.properties = properties
+        self.valueHandle = valueHandle
+        self.uuid = uuid
+        self.descriptors = descriptors
+    }
 }
 
 public struct CapturedService: Equatable, Sendable {
@@ -153,6 +203,14 @@ public struct CapturedService: Equatable, Sendable {
     public var uuid: BluetoothUUID
     public var primary: Bool
     public var characteristics: [CapturedCharacteristic]
+
+    public init(handle: UInt16, endHandle: UInt16, uuid: BluetoothUUID, primary: Bool, characteristics: [CapturedCharacteristic]) {
+        self.handle = handle
+        self.endHandle = endHandle
+        self.uuid = uuid
+        self.primary = primary
+        self.characteristics = characteristics
+    }
 }
 
 /// Everything the capture shows about one remote device.
