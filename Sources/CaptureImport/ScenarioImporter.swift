@@ -115,13 +115,21 @@ public enum ScenarioImporter {
             summaries.append(summary)
         }
         root.append(("devices", .array(devices)))
-        if timeline.droppedPackets > 0 { notes.add("the capturer reported \(timeline.droppedPackets) dropped packets") }
-        if timeline.truncatedRecords > 0 { notes.add("\(timeline.truncatedRecords) records were cut short by the capture's snap length") }
+        if timeline.droppedPackets > 0 {
+            notes.add("the capturer reported \(plural(Int(timeline.droppedPackets), "dropped packet"))")
+        }
+        if timeline.truncatedRecords > 0 {
+            let n = timeline.truncatedRecords
+            notes.add("\(plural(n, "record")) cut short by the capture's snap length")
+        }
         let summary = Summary(datalink: timeline.datalink, records: timeline.recordCount, devices: summaries, notes: notes.lines,
                               unknownPackets: timeline.unknownPackets, malformedPackets: timeline.malformedPackets,
                               malformedCount: timeline.malformedCount)
         return Result(scenario: .object(root), summary: summary)
     }
+
+    /// "1 record", "2 records".
+    static func plural(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
 
     /// Notes counted by text, in first-seen order.
     struct Notes {

@@ -110,7 +110,7 @@ struct ScenarioImportTests {
         #expect(events[1].rssi == -70)
         #expect(events[1].serviceData == nil)  // unchanged data is not repeated
         #expect(timeline.malformedCount == 1)
-        #expect(result.summary.notes == ["1 records were cut short by the capture's snap length"])
+        #expect(result.summary.notes == ["1 record cut short by the capture's snap length"])
         #expect(result.summary.lines.contains("malformed packets: 1"))
         #expect(result.summary.lines.contains { $0.hasPrefix("  record 4 (byte offset 153): HCI event: need") })
     }
