@@ -311,7 +311,7 @@ public enum ScenarioImporter {
                         var last: Int64 = 0
                         var events: [JSONText] = []
                         for p in pushed {
-                            let at = max(p.timestamp - base, last)
+                            let at = max(CaptureTimeline.elapsed(from: base, to: p.timestamp), last)
                             guard at <= maxSeconds * 1_000_000 else { break }
                             events.append(.object([("at", .seconds(microseconds: at)), ("value", .string(hexString(bytes: p.value)))]))
                             last = at

@@ -197,6 +197,19 @@ struct CaptureAnalyzerTests {
         #expect(t.unknownPackets == ["HCI LE Connection Complete (failed)": 1, "HCI Disconnection Complete for an unknown connection": 1])
     }
 
+    @Test func extremeTimestampsSaturate() throws {
+        var w = CaptureFixtures.Writer(datalink: 1002)
+        w.bytes += Snoop.record([0x01] + Snoop.command(0x0C03), flags: 2, at: Int64.min)
+        w.bytes += Snoop.record([0x04] + Snoop.advertisingReport(addressType: 0, address: Self.peer, data: [], rssi: -40),
+                                flags: 3, at: Int64.max)
+        let t = try CaptureAnalyzer.analyze(w.bytes)
+        let ad = try #require(t.devices.first?.advertisements.first)
+        #expect(t.microseconds(ad.timestamp) == Int64.max)
+        #expect(t.seconds(ad.timestamp) > 9e12)
+        #expect(CaptureTimeline.elapsed(from: 5, to: 2) == 0)
+        #expect(CaptureTimeline.elapsed(from: 2, to: 5) == 3)
+    }
+
     @Test func reconnectionOnTheSameHandleStartsClean() throws {
         // A fragment left open before the disconnection must not swallow the next connection's first frame.
         var w = CaptureFixtures.Writer(datalink: 1002)

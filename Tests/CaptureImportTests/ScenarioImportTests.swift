@@ -269,6 +269,19 @@ struct ScenarioMappingTests {
         #expect(result.summary.notes == ["notifications of a characteristic without notify/indicate left out"])
     }
 
+    @Test func timesBeyondTheScenarioLimitAreLeftOut() throws {
+        var d = CapturedDevice(address: Self.address, addressType: .random)
+        d.advertisements = [Self.advertisement([0x02, 0x01, 0x06]),
+                            Self.advertisement([0x02, 0x01, 0x06], rssi: -60, ms: 999_999_000),
+                            Self.advertisement([0x02, 0x01, 0x06], rssi: -70, ms: 1_000_001_000)]
+        var t = Self.timeline(d)
+        t.firstTimestamp = Snoop.t0
+        let result = ScenarioImporter.convert(t, options: .init(name: "t", sourceName: "t.btsnoop"))
+        let s = try simulatorScenario(result)
+        #expect(s.devices.first?.advertising?.events.map(\.at) == [999_999])
+        #expect(result.summary.notes == ["advertisements later than 1000000 s left out"])
+    }
+
     @Test func readErrorMapping() {
         #expect(ScenarioImporter.readError(0x02)["name"] == .string("org.bluez.Error.NotPermitted"))
         #expect(ScenarioImporter.readError(0x07)["name"] == .string("org.bluez.Error.InvalidArguments"))

@@ -40,14 +40,21 @@ public struct CaptureTimeline: Equatable, Sendable {
 
     /// Seconds from the first record to `timestamp` (never negative).
     public func seconds(_ timestamp: Int64) -> Double {
-        guard let first = firstTimestamp, timestamp > first else { return 0 }
-        return Double(timestamp - first) / 1_000_000
+        Double(microseconds(timestamp)) / 1_000_000
     }
 
-    /// Microseconds from the first record to `timestamp` (never negative).
+    /// Microseconds from the first record to `timestamp` (never negative;
+    /// timestamps are whatever the file says, so the difference saturates).
     public func microseconds(_ timestamp: Int64) -> Int64 {
-        guard let first = firstTimestamp, timestamp > first else { return 0 }
-        return timestamp - first
+        guard let first = firstTimestamp else { return 0 }
+        return CaptureTimeline.elapsed(from: first, to: timestamp)
+    }
+
+    /// `to - from`, at least 0 and at most Int64.max.
+    public static func elapsed(from: Int64, to: Int64) -> Int64 {
+        guard to > from else { return 0 }
+        let (d, overflow) = to.subtractingReportingOverflow(from)
+        return overflow ? Int64.max : d
     }
 
     public func device(_ address: DeviceAddress) -> CapturedDevice? {
