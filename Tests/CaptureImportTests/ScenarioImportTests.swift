@@ -153,7 +153,7 @@ struct ScenarioImportTests {
         let client = try await DBusConnection.connect(to: .address(bus.address))
         defer { client.close() }
         let devicePath = "/org/bluez/hci0/dev_F3_4A_9E_21_7C_05"
-        let adapter = DBusProxy(connection: client, destination: "org.bluez", path: try ObjectPath("/org/bluez/hci0"), interface: "org.bluez.Adapter1")
+        let adapter = DBusProxy(connection: client, destination: "org.bluez", path: ObjectPath("/org/bluez/hci0"), interface: "org.bluez.Adapter1")
         try await adapter.call("StartDiscovery")
         var found = false
         for _ in 0..<100 where !found {
@@ -327,5 +327,5 @@ struct JSONTextTests {
 /// Test-local byte helpers (the BLEParsing test support is another target).
 enum Snoop {
     static let t0: Int64 = Btsnoop.unixEpochTimestamp + 1_717_243_200 * 1_000_000
-    static func hex(_ text: String) -> [UInt8] { (try? parseHex(text)) ?? [] }
+    static func hex(_ text: String) -> [UInt8] { (try? BLEParsing.parseHex(text)) ?? [] }
 }
