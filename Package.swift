@@ -62,6 +62,10 @@ let package = Package(
             linkerSettings: [.linkedLibrary("m")]
         ),
 
+        // Capture import (issue 8): a btsnoop timeline (BLEParsing) as simulator scenario JSON. Writes the
+        // scenario format as text and does not import the simulator; its tests load the output through it.
+        .target(name: "CaptureImport", dependencies: ["BLEParsing"]),
+
         // MARK: Layer 1: BlueZ client, and the simulator that stands in for bluetoothd
         // The simulator deliberately does not import the client: tests of one
         // against the other must not share a mistake.
@@ -93,7 +97,7 @@ let package = Package(
             name: "blecompanion",
             dependencies: [
                 "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI",
-                "Gateway", "GatewayConfig", "ServiceSupport",
+                "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -109,6 +113,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
+        .testTarget(name: "CaptureImportTests", dependencies: ["CaptureImport", "BLEParsing", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
         .target(name: "TestSupport", path: "Tests/TestSupport"),

@@ -1,4 +1,6 @@
-/// The single error type of `BLEParsing`.
+/// The error type of every `BLEParsing` decoder. (A btsnoop file that cannot
+/// be framed into records is a ``CaptureError``, which names the record and
+/// the file offset instead of a decoder context.)
 ///
 /// Every failure names the decoder (``context``), the byte ``offset`` inside the
 /// decoded buffer where it happened (when there is one), what the decoder

@@ -1,0 +1,130 @@
+/// A JSON value with members in insertion order, written the way the
+/// scenario files in fixtures/scenarios are: two-space indentation, short
+/// objects and arrays (timeline events, flag lists) on one line.
+public indirect enum JSONText: Equatable, Sendable {
+    case object([(String, JSONText)])
+    case array([JSONText])
+    case string(String)
+    /// A number already formatted (integers, or seconds from ``seconds(microseconds:)``).
+    case number(String)
+    case bool(Bool)
+
+    public static func int<T: BinaryInteger>(_ v: T) -> JSONText { .number(String(v)) }
+
+    /// Microseconds as exact decimal seconds ("0.1", "2", "0.000001").
+    public static func seconds(microseconds us: Int64) -> JSONText {
+        let whole = us / 1_000_000
+        var fraction = String(us % 1_000_000)
+        if fraction == "0" { return .number(String(whole)) }
+        fraction = String(repeating: "0", count: 6 - fraction.count) + fraction
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        return .number("\(whole).\(fraction)")
+    }
+
+    public static func == (a: JSONText, b: JSONText) -> Bool {
+        switch (a, b) {
+        case let (.object(x), .object(y)): return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        case let (.array(x), .array(y)): return x == y
+        case let (.string(x), .string(y)): return x == y
+        case let (.number(x), .number(y)): return x == y
+        case let (.bool(x), .bool(y)): return x == y
+        default: return false
+        }
+    }
+
+    /// The member named `key` of an object.
+    public subscript(_ key: String) -> JSONText? {
+        guard case let .object(members) = self else { return nil }
+        return members.first { $0.0 == key }?.1
+    }
+
+    /// Pretty text, ending with a newline.
+    public var text: String {
+        var out = ""
+        write(to: &out, indent: 0)
+        out += "\n"
+        return out
+    }
+
+    /// Compact one-line form.
+    public var compact: String {
+        switch self {
+        case let .object(members):
+            if members.isEmpty { return "{}" }
+            return "{ " + members.map { JSONText.quote($0.0) + ": " + $0.1.compact }.joined(separator: ", ") + " }"
+        case let .array(items):
+            if items.isEmpty { return "[]" }
+            return "[" + items.map(\.compact).joined(separator: ", ") + "]"
+        case let .string(s): return JSONText.quote(s)
+        case let .number(n): return n
+        case let .bool(b): return b ? "true" : "false"
+        }
+    }
+
+    /// Objects holding no object or array of objects, and arrays of scalars, fit on one line when short.
+    private var isFlat: Bool {
+        switch self {
+        case let .object(members): return members.allSatisfy { $0.1.isScalarOrScalarList }
+        case .array: return isScalarOrScalarList
+        default: return true
+        }
+    }
+
+    private var isScalarOrScalarList: Bool {
+        switch self {
+        case .object: return false
+        case let .array(items): return items.allSatisfy { if case .array = $0 { return false }; if case .object = $0 { return false }; return true }
+        default: return true
+        }
+    }
+
+    private func write(to out: inout String, indent: Int) {
+        let line = compact
+        if isFlat && line.count + indent <= 120 {
+            out += line
+            return
+        }
+        let pad = String(repeating: " ", count: indent + 2)
+        switch self {
+        case let .object(members):
+            out += "{\n"
+            for (n, m) in members.enumerated() {
+                out += pad + JSONText.quote(m.0) + ": "
+                m.1.write(to: &out, indent: indent + 2)
+                out += n + 1 < members.count ? ",\n" : "\n"
+            }
+            out += String(repeating: " ", count: indent) + "}"
+        case let .array(items):
+            out += "[\n"
+            for (n, item) in items.enumerated() {
+                out += pad
+                item.write(to: &out, indent: indent + 2)
+                out += n + 1 < items.count ? ",\n" : "\n"
+            }
+            out += String(repeating: " ", count: indent) + "]"
+        default:
+            out += line
+        }
+    }
+
+    static func quote(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,362 @@
+import BLEParsing
+
+/// Turns a ``CaptureTimeline`` (BLEParsing) into a simulator scenario
+/// (docs/SCENARIOS.md), so a recorded session can be replayed by
+/// `blecompanion simulate`.
+///
+/// Mapping:
+/// - every remote device becomes a device; its first advertisement gives the
+///   initial properties (name, manufacturer data, service data, UUIDs, RSSI,
+///   TX power, appearance) and each later advertisement that changes what
+///   BlueZ would show becomes an `advertising.timeline` event. Like
+///   bluetoothd, manufacturer and service data are merged by key and UUIDs
+///   accumulate; scan responses add to the advertisement before them.
+///   Times are seconds since the capture's first record. A device first seen
+///   later than the first record starts with `advertisingAtStart: false` and
+///   a `present: true` event.
+/// - a discovered GATT layout becomes `gatt`: services, characteristics
+///   (flags from the declaration's properties, the first value read as
+///   `value`, a read that only failed as `readError`), descriptors (with the
+///   value read, the CCCD as read/write 0000); notifications and indications
+///   of a characteristic become its `notifications.timeline`, counted from
+///   the write that enabled them (or the first one, if that write was not
+///   captured).
+///
+/// This module knows the scenario format only as JSON text: it does not
+/// import the simulator (its tests load the output through it).
+public enum ScenarioImporter {
+    public struct Options: Sendable {
+        /// The scenario's `name`.
+        public var name: String
+        /// File name of the capture, for `description`.
+        public var sourceName: String
+
+        public init(name: String, sourceName: String) {
+            self.name = name
+            self.sourceName = sourceName
+        }
+    }
+
+    /// What the import produced and left out, for the command's report.
+    public struct Summary: Equatable, Sendable {
+        public struct Device: Equatable, Sendable {
+            public var address: String
+            public var name: String?
+            public var advertisementEvents: Int
+            public var services: Int
+            public var characteristics: Int
+            public var notificationEvents: Int
+        }
+
+        public var datalink: BtsnoopDatalink
+        public var records: Int
+        public var devices: [Device]
+        /// Things in the capture the scenario cannot express, with counts.
+        public var notes: [String]
+        public var unknownPackets: [String: Int]
+        public var malformedPackets: [CaptureIssue]
+        public var malformedCount: Int
+
+        /// A human-readable report, one line per entry.
+        public var lines: [String] {
+            var out = ["\(records) record\(records == 1 ? "" : "s"), datalink \(datalink); \(devices.count) device\(devices.count == 1 ? "" : "s")"]
+            for d in devices {
+                var line = "  \(d.address)"
+                if let name = d.name { line += " \"\(name)\"" }
+                line += ": \(d.advertisementEvents) advertisement event\(d.advertisementEvents == 1 ? "" : "s")"
+                if d.services > 0 {
+                    line += ", GATT \(d.services) service\(d.services == 1 ? "" : "s") / \(d.characteristics) characteristic\(d.characteristics == 1 ? "" : "s")"
+                }
+                if d.notificationEvents > 0 {
+                    line += ", \(d.notificationEvents) notification\(d.notificationEvents == 1 ? "" : "s")"
+                }
+                out.append(line)
+            }
+            for n in notes { out.append("note: " + n) }
+            let unknownTotal = unknownPackets.values.reduce(0, +)
+            if unknownTotal > 0 {
+                out.append("packets not used: \(unknownTotal)")
+                for (kind, count) in unknownPackets.sorted(by: { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }) {
+                    out.append("  \(count) × \(kind)")
+                }
+            }
+            if malformedCount > 0 {
+                out.append("malformed packets: \(malformedCount)")
+                for issue in malformedPackets.prefix(10) { out.append("  " + issue.description) }
+                if malformedCount > 10 { out.append("  … and \(malformedCount - 10) more") }
+            }
+            return out
+        }
+    }
+
+    public struct Result: Sendable {
+        public var scenario: JSONText
+        public var summary: Summary
+    }
+
+    /// The scenario's limit on times (seconds).
+    static let maxSeconds: Int64 = 1_000_000
+
+    public static func convert(_ timeline: CaptureTimeline, options: Options) -> Result {
+        var notes = Notes()
+        var root: [(String, JSONText)] = [
+            ("name", .string(options.name)),
+            ("description", .string("Imported from \(options.sourceName) by blecompanion import-btsnoop (\(timeline.recordCount) records, \(timeline.datalink))")),
+        ]
+        if let controller = timeline.controllers.first {
+            root.append(("adapters", .array([.object([("id", .string("hci0")), ("address", .string(controller.address.description))])])))
+            if timeline.controllers.count > 1 { notes.add("controllers after the first are merged into hci0") }
+        }
+        var devices: [JSONText] = []
+        var summaries: [Summary.Device] = []
+        for device in timeline.devices {
+            let (json, summary) = convert(device, timeline: timeline, notes: &notes)
+            devices.append(json)
+            summaries.append(summary)
+        }
+        root.append(("devices", .array(devices)))
+        if timeline.droppedPackets > 0 {
+            notes.add("the capturer reported \(plural(Int(timeline.droppedPackets), "dropped packet"))")
+        }
+        if timeline.truncatedRecords > 0 {
+            let n = timeline.truncatedRecords
+            notes.add("\(plural(n, "record")) cut short by the capture's snap length")
+        }
+        let summary = Summary(datalink: timeline.datalink, records: timeline.recordCount, devices: summaries, notes: notes.lines,
+                              unknownPackets: timeline.unknownPackets, malformedPackets: timeline.malformedPackets,
+                              malformedCount: timeline.malformedCount)
+        return Result(scenario: .object(root), summary: summary)
+    }
+
+    /// "1 record", "2 records".
+    static func plural(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
+
+    /// Notes counted by text, in first-seen order.
+    struct Notes {
+        private var order: [String] = []
+        private var counts: [String: Int] = [:]
+        mutating func add(_ text: String, count: Int = 1) {
+            if counts[text] == nil { order.append(text) }
+            counts[text, default: 0] += count
+        }
+        var lines: [String] { order.map { counts[$0, default: 1] > 1 ? "\($0) (\(counts[$0, default: 1])×)" : $0 } }
+    }
+
+    // MARK: Advertisements
+
+    /// What BlueZ shows of a device's advertising, merged like bluetoothd does.
+    struct AdvertisedState: Equatable {
+        var name: String?
+        var nameIsComplete = false
+        var manufacturerData: [UInt16: [UInt8]] = [:]
+        var serviceData: [String: [UInt8]] = [:]
+        var uuids: [String] = []
+        var rssi: Int?
+        var txPower: Int?
+
+        mutating func merge(_ a: CapturedAdvertisement, notes: inout Notes) {
+            let (ad, errors) = AdvertisingData.parsePartial(a.data)
+            if !errors.isEmpty { notes.add("advertising data with malformed AD structures (kept what parsed)") }
+            if let n = ad.localName, ad.localNameIsComplete || !nameIsComplete {
+                name = n
+                nameIsComplete = ad.localNameIsComplete
+            }
+            for m in ad.manufacturerData { manufacturerData[m.companyID] = m.data }
+            for s in ad.serviceData { serviceData[s.uuid.shortString] = s.data }
+            for u in ad.serviceUUIDs.map(\.shortString) where !uuids.contains(u) { uuids.append(u) }
+            if let r = a.rssi { rssi = min(max(Int(r), -127), 20) }
+            if let t = ad.txPower { txPower = min(max(Int(t), -127), 20) }
+        }
+
+        var manufacturerJSON: JSONText {
+            .object(manufacturerData.sorted { $0.key < $1.key }.map { (hexString($0.key), .string(hexString(bytes: $0.value))) })
+        }
+        var serviceDataJSON: JSONText {
+            .object(serviceData.sorted { $0.key < $1.key }.map { ($0.key, .string(hexString(bytes: $0.value))) })
+        }
+        var uuidsJSON: JSONText { .array(uuids.map { .string($0) }) }
+
+        /// The members that differ from `old` (all set ones when `old` is nil).
+        func members(since old: AdvertisedState?) -> [(String, JSONText)] {
+            var out: [(String, JSONText)] = []
+            if let rssi, rssi != old?.rssi { out.append(("rssi", .int(rssi))) }
+            if let txPower, txPower != old?.txPower { out.append(("txPower", .int(txPower))) }
+            if let name, name != old?.name { out.append(("name", .string(name))) }
+            if !manufacturerData.isEmpty, manufacturerData != old?.manufacturerData { out.append(("manufacturerData", manufacturerJSON)) }
+            if !serviceData.isEmpty, serviceData != old?.serviceData { out.append(("serviceData", serviceDataJSON)) }
+            if !uuids.isEmpty, uuids != old?.uuids { out.append(("uuids", uuidsJSON)) }
+            return out
+        }
+    }
+
+    static func convert(_ d: CapturedDevice, timeline: CaptureTimeline, notes: inout Notes) -> (JSONText, Summary.Device) {
+        var members: [(String, JSONText)] = [
+            ("address", .string(d.address.description)),
+            ("addressType", .string(d.addressType.isRandom ? "random" : "public")),
+        ]
+        var state = AdvertisedState()
+        var events: [JSONText] = []
+        var appearance: UInt16?
+        var lastAt: Int64 = 0
+        for (n, a) in d.advertisements.enumerated() {
+            let previous = state
+            state.merge(a, notes: &notes)
+            if appearance == nil { appearance = AdvertisingData.parsePartial(a.data).0.appearance }
+            let at = max(timeline.microseconds(a.timestamp), lastAt)
+            if at > maxSeconds * 1_000_000 {
+                notes.add("advertisements later than \(maxSeconds) s left out")
+                break
+            }
+            if n == 0 {
+                if at > 0 { events.append(.object([("at", .seconds(microseconds: at)), ("present", .bool(true))])) }
+                lastAt = at
+                continue
+            }
+            let changed = state.members(since: previous)
+            guard !changed.isEmpty else { continue }
+            events.append(.object([("at", .seconds(microseconds: at))] + changed))
+            lastAt = at
+        }
+        // Initial properties: the first advertisement (or nothing) merged.
+        var initial = AdvertisedState()
+        if let first = d.advertisements.first { initial.merge(first, notes: &notes) }
+        let gattName = deviceNameFromGATT(d)
+        if let name = initial.name ?? gattName { members.append(("name", .string(name))) }
+        if let appearance { members.append(("appearance", .int(appearance))) }
+        if let rssi = initial.rssi { members.append(("rssi", .int(rssi))) }
+        if let tx = initial.txPower { members.append(("txPower", .int(tx))) }
+        if !initial.manufacturerData.isEmpty { members.append(("manufacturerData", initial.manufacturerJSON)) }
+        if !initial.serviceData.isEmpty { members.append(("serviceData", initial.serviceDataJSON)) }
+        if !initial.uuids.isEmpty { members.append(("uuids", initial.uuidsJSON)) }
+        let connectable = d.advertisements.contains { $0.report.isConnectable } || !d.connections.isEmpty
+        if !connectable { members.append(("connectable", .bool(false))) }
+        if let first = d.advertisements.first, timeline.microseconds(first.timestamp) > 0 {
+            members.append(("advertisingAtStart", .bool(false)))
+        }
+        if d.advertisements.isEmpty {
+            members.append(("comment", .string("connected in the capture without an advertisement being captured; advertises from the start so discovery finds it")))
+        }
+        if !events.isEmpty { members.append(("advertising", .object([("timeline", .array(events))]))) }
+        if let mtu = d.mtu, (23...517).contains(mtu) { members.append(("mtu", .int(mtu))) }
+
+        var characteristics = 0
+        var notifications = 0
+        if !d.services.isEmpty {
+            let (gatt, count, notified) = convertGATT(d, timeline: timeline, notes: &notes)
+            members.append(("gatt", gatt))
+            characteristics = count
+            notifications = notified
+        }
+        if !d.unplacedCharacteristics.isEmpty {
+            notes.add("characteristics outside every discovered service left out", count: d.unplacedCharacteristics.count)
+        }
+        let writes = d.values.filter { $0.kind == .write || $0.kind == .writeCommand }.count
+        if writes > 0 { notes.add("writes by the client are not replayed", count: writes) }
+        let summary = Summary.Device(address: d.address.description, name: initial.name ?? gattName, advertisementEvents: events.count,
+                                     services: d.services.count, characteristics: characteristics, notificationEvents: notifications)
+        return (.object(members), summary)
+    }
+
+    /// The Device Name characteristic (0x2A00) value, if it was read.
+    static func deviceNameFromGATT(_ d: CapturedDevice) -> String? {
+        for s in d.services {
+            for c in s.characteristics where c.uuid == BluetoothUUID(uuid16: 0x2A00) {
+                if let v = d.values.first(where: { $0.handle == c.valueHandle && $0.kind == .read && $0.offset == 0 }) {
+                    let text = String(decoding: v.value.prefix { $0 != 0 }, as: UTF8.self)
+                    return text.isEmpty ? nil : text
+                }
+            }
+        }
+        return nil
+    }
+
+    // MARK: GATT
+
+    static let cccd = BluetoothUUID(uuid16: 0x2902)
+
+    static func convertGATT(_ d: CapturedDevice, timeline: CaptureTimeline, notes: inout Notes) -> (JSONText, Int, Int) {
+        var services: [JSONText] = []
+        var characteristicCount = 0
+        var notificationCount = 0
+        for s in d.services {
+            var service: [(String, JSONText)] = [("uuid", .string(s.uuid.shortString))]
+            if !s.primary { service.append(("primary", .bool(false))) }
+            var characteristics: [JSONText] = []
+            for c in s.characteristics {
+                characteristicCount += 1
+                var ch: [(String, JSONText)] = [("uuid", .string(c.uuid.shortString)), ("flags", .array(c.flags.map { .string($0) }))]
+                if let read = firstRead(d, handle: c.valueHandle) {
+                    ch.append(("value", .string(hexString(bytes: read))))
+                } else if let error = d.attErrors.first(where: { $0.handle == c.valueHandle && $0.requestOpcode == 0x0A }) {
+                    ch.append(("readError", readError(error.error)))
+                }
+                var descriptors: [JSONText] = []
+                for desc in c.descriptors {
+                    var dj: [(String, JSONText)] = [("uuid", .string(desc.uuid.shortString))]
+                    if desc.uuid == cccd {
+                        dj.append(("flags", .array([.string("read"), .string("write")])))
+                        dj.append(("value", .string("0000")))
+                    } else if let read = firstRead(d, handle: desc.handle) {
+                        dj.append(("value", .string(hexString(bytes: read))))
+                    }
+                    descriptors.append(.object(dj))
+                }
+                if !descriptors.isEmpty { ch.append(("descriptors", .array(descriptors))) }
+                let pushed = d.values.filter { ($0.kind == .notification || $0.kind == .indication) && $0.handle == c.valueHandle }
+                if !pushed.isEmpty {
+                    if c.properties & 0x30 == 0 {
+                        notes.add("notifications of a characteristic without notify/indicate left out", count: pushed.count)
+                    } else {
+                        let base = subscriptionTime(d, c, before: pushed[0].timestamp) ?? pushed[0].timestamp
+                        var last: Int64 = 0
+                        var events: [JSONText] = []
+                        for p in pushed {
+                            let at = max(CaptureTimeline.elapsed(from: base, to: p.timestamp), last)
+                            guard at <= maxSeconds * 1_000_000 else { break }
+                            events.append(.object([("at", .seconds(microseconds: at)), ("value", .string(hexString(bytes: p.value)))]))
+                            last = at
+                        }
+                        notificationCount += events.count
+                        ch.append(("notifications", .object([("timeline", .array(events))])))
+                    }
+                }
+                characteristics.append(.object(ch))
+            }
+            service.append(("characteristics", .array(characteristics)))
+            services.append(.object(service))
+        }
+        return (.array(services), characteristicCount, notificationCount)
+    }
+
+    /// The first value read from `handle` (read blobs already joined by the analyzer).
+    static func firstRead(_ d: CapturedDevice, handle: UInt16) -> [UInt8]? {
+        d.values.first { $0.handle == handle && $0.kind == .read && $0.offset == 0 }?.value
+    }
+
+    /// When the client last enabled notifications or indications (a write of
+    /// 0x0001/0x0002 to the characteristic's CCCD) before `time`.
+    static func subscriptionTime(_ d: CapturedDevice, _ c: CapturedCharacteristic, before time: Int64) -> Int64? {
+        guard let cccd = c.descriptors.first(where: { $0.uuid == cccd }) else { return nil }
+        return d.values.last {
+            ($0.kind == .write || $0.kind == .writeCommand) && $0.handle == cccd.handle && $0.timestamp <= time
+                && ($0.value.first ?? 0) & 0x03 != 0
+        }?.timestamp
+    }
+
+    /// An ATT error code (Vol 3 Part F §3.4.1.1) as the org.bluez.Error that
+    /// bluetoothd answers ReadValue with (its src/gatt-client.c mapping:
+    /// read not permitted and the authentication/encryption errors →
+    /// NotPermitted, offset/length → InvalidArguments, authorization →
+    /// NotAuthorized, request not supported → NotSupported, others → Failed).
+    static func readError(_ code: UInt8) -> JSONText {
+        let name: String
+        switch code {
+        case 0x02, 0x05, 0x0C, 0x0F: name = "NotPermitted"
+        case 0x07, 0x0D: name = "InvalidArguments"
+        case 0x08: name = "NotAuthorized"
+        case 0x06: name = "NotSupported"
+        default: name = "Failed"
+        }
+        return .object([("name", .string("org.bluez.Error." + name)), ("message", .string("ATT error " + hexString(code) + " in the capture"))])
+    }
+}

@@ -1,0 +1,82 @@
+import ArgumentParser
+import BLEParsing
+import BlueZSimulator
+import CaptureImport
+import Foundation
+
+/// `blecompanion import-btsnoop FILE --out SCENARIO`: a btsnoop capture
+/// (btmon -w, Android HCI snoop log) as a simulator scenario. Parsing is
+/// BLEParsing's CaptureAnalyzer, the mapping CaptureImport's
+/// ScenarioImporter; this file reads, writes and reports.
+struct ImportBtsnoopCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import-btsnoop",
+        abstract: "Turn a btsnoop capture into a simulator scenario (docs/SCENARIOS.md).",
+        discussion: """
+            Reads files written by `btmon -w` (datalink 2001, Linux monitor), Android's HCI snoop log \
+            (1002, H4) and unencapsulated HCI captures (1001). LE advertising reports (legacy and \
+            extended) become each device's advertisement timeline, with times counted from the first \
+            record; a GATT layout discovered over ATT becomes the device's GATT database, with the values \
+            read and the notifications received as a notification timeline. Replay the result with \
+            `blecompanion simulate SCENARIO`.
+
+            Packets the importer does not use are counted and listed, never fatal. A file that is not \
+            btsnoop, uses another datalink, or is truncated or corrupt is an error naming the record \
+            (numbered from 1, as btmon and Wireshark do) and the byte offset.
+
+            EXIT STATUS
+              0  scenario written
+              1  the capture could not be read (the reason is on standard error) or the output not written
+              70 the scenario produced does not load in the simulator (a bug; please report it)
+            """
+    )
+
+    @Argument(help: ArgumentHelp("The capture file.", valueName: "file"))
+    var file: String
+
+    @Option(help: ArgumentHelp("Where to write the scenario JSON.", valueName: "scenario"))
+    var out: String
+
+    @Option(help: "The scenario's name (default: the capture's file name without extension).")
+    var name: String?
+
+    @Flag(help: "Print nothing on success.")
+    var quiet = false
+
+    func run() throws {
+        let sourceName = URL(fileURLWithPath: file).lastPathComponent
+        let bytes: [UInt8]
+        do {
+            bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
+        } catch {
+            printError("import-btsnoop: cannot read \(file): \((error as NSError).localizedDescription)")
+            throw ExitCode(1)
+        }
+        let timeline: CaptureTimeline
+        do {
+            timeline = try CaptureAnalyzer.analyze(bytes)
+        } catch {
+            printError("import-btsnoop: \(file): \(error)")
+            throw ExitCode(1)
+        }
+        let scenarioName = name ?? (sourceName as NSString).deletingPathExtension
+        let result = ScenarioImporter.convert(timeline, options: .init(name: scenarioName, sourceName: sourceName))
+        let text = result.scenario.text
+        let outName = URL(fileURLWithPath: out).lastPathComponent
+        do {
+            _ = try Scenario.parse(text, fileName: outName)
+        } catch {
+            printError("import-btsnoop: the scenario produced does not load: \(error)")
+            throw ExitCode(70)
+        }
+        do {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: out), options: .atomic)
+        } catch {
+            printError("import-btsnoop: cannot write \(out): \((error as NSError).localizedDescription)")
+            throw ExitCode(1)
+        }
+        guard !quiet else { return }
+        printLine("Imported \(sourceName) → \(out)")
+        for line in result.summary.lines { printLine(line) }
+    }
+}
