@@ -328,15 +328,10 @@ public final class CommandExecutor: Sendable {
 
     /// The characteristic with this object path, full UUID or 16-bit UUID.
     static func find(_ target: String, in services: [GATTServiceNode]) -> GATTCharacteristicNode? {
-        let wanted = target.lowercased()
-        let full: String? = if wanted.count == 4, wanted.allSatisfy(\.isHexDigit) {
-            "0000\(wanted)-0000-1000-8000-00805f9b34fb"
-        } else if wanted.count == 8, wanted.allSatisfy(\.isHexDigit) {
-            "\(wanted)-0000-1000-8000-00805f9b34fb"
-        } else { nil }
+        let wanted = BlueZSnapshot.normalizeUUID(target)
         for service in services {
             for c in service.characteristics {
-                if c.id.path.rawValue == target || c.uuid.lowercased() == wanted || c.uuid.lowercased() == full { return c }
+                if c.id.path.rawValue == target || BlueZSnapshot.normalizeUUID(c.uuid) == wanted { return c }
             }
         }
         return nil

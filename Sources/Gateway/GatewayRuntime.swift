@@ -316,12 +316,12 @@ public final class GatewayRuntime: Sendable {
 
     /// Readings from a watched device's subscribed characteristics become part of its state.
     private func followGATT(_ id: DeviceID, uuids: [String]) async {
-        let wanted = Set(uuids.map { $0.lowercased() })
+        let wanted = Set(uuids.map(BlueZSnapshot.normalizeUUID))
         var last: [Reading]?
         for await snapshot in control.details(of: id) {
             var readings: [Reading] = []
             for service in snapshot.services {
-                for c in service.characteristics where wanted.contains(c.uuid.lowercased()) || wanted.contains(Self.short(c.uuid)) {
+                for c in service.characteristics where wanted.contains(BlueZSnapshot.normalizeUUID(c.uuid)) {
                     if case let .readings(r)? = c.decoded { readings.append(contentsOf: r) }
                 }
             }
@@ -329,12 +329,6 @@ public final class GatewayRuntime: Sendable {
             last = readings
             enqueue(await loop.gattChanged(id.address, readings: readings, now: Date()))
         }
-    }
-
-    static func short(_ uuid: String) -> String {
-        let u = uuid.lowercased()
-        if u.hasSuffix("-0000-1000-8000-00805f9b34fb"), u.hasPrefix("0000") { return String(u.dropFirst(4).prefix(4)) }
-        return u
     }
 
     /// Keeps the adapter powered and, for active scanning, discovery running

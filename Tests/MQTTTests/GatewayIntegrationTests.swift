@@ -171,6 +171,26 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
         }
     }
 
+    @Test func aWatchedDeviceIsKeptConnectedAndItsNotificationsJoinItsState() async throws {
+        try await withBroker { broker in
+            let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
+            let inbox = Inbox(try await watcher.subscribe("\(Self.strap)/state", qos: .atLeastOnce))
+            let strap = try BluetoothAddress("E4:5F:01:AA:10:01")
+            let gateway = try await GatewayHarness.start(try demoScenario(), broker: broker, watched: [strap: ["2a37"]])
+            // The strap advertises nothing decodable: it is published because it is watched and notifies.
+            let states = await inbox.wait(timeout: .seconds(20)) { all in
+                Set(all.compactMap { json($0)?["heart_rate"] as? Double }).count >= 2
+            }
+            let rates = states.compactMap { json($0)?["heart_rate"] as? Double }
+            #expect(Set(rates).count >= 2, "heart rate from notifications, changing: \(rates)")
+            #expect(rates.allSatisfy { (40...220).contains($0) })
+            let metrics = gateway.runtime.metrics.render()
+            #expect(metrics.contains("blecompanion_connections_total 1"), "\(metrics)")
+            await gateway.stop()
+            await watcher.disconnect()
+        }
+    }
+
     @Test func readingsProducedWhileTheBrokerIsDownArriveAfterwardsInOrder() async throws {
         try await withBroker { broker in
             let gateway = try await GatewayHarness.start(try demoScenario(), broker: broker)
