@@ -167,3 +167,25 @@ struct CaptureBtsnoopTests {
         #expect(records.first?.originalLength == 6)
     }
 }
+
+/// The writer `blecompanion capture` uses, against the hand-built layout and the reader.
+@Suite struct BtsnoopWriterTests {
+    @Test func headerAndRecordsMatchTheFormatAndReadBack() throws {
+        #expect(BtsnoopWriter.header(datalink: .linuxMonitor) == Snoop.header(2001))
+        let event = Snoop.leMeta(0x02, [0x01, 0x00, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x00, 0xC5])
+        let unix = Snoop.t0 - Btsnoop.unixEpochTimestamp
+        let flags = BtsnoopWriter.monitorFlags(opcode: 3, index: 1)
+        #expect(flags == 0x0001_0003)
+        let record = BtsnoopWriter.record(event, flags: flags, drops: 2, unixMicroseconds: unix)
+        #expect(record == Snoop.record(event, flags: 0x0001_0003, drops: 2))
+        var reader = try BtsnoopReader(BtsnoopWriter.header(datalink: .linuxMonitor) + record + record)
+        #expect(reader.datalink == .linuxMonitor)
+        let first = try #require(try reader.next())
+        #expect(Array(first.data) == event)
+        #expect(first.flags == flags)
+        #expect(first.cumulativeDrops == 2)
+        #expect(first.unixMicroseconds == unix)
+        #expect(try reader.next() != nil)
+        #expect(try reader.next() == nil)
+    }
+}

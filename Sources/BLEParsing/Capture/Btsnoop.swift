@@ -230,3 +230,41 @@ public struct BtsnoopReader: Sendable {
         UInt32(b[i]) << 24 | UInt32(b[i + 1]) << 16 | UInt32(b[i + 2]) << 8 | UInt32(b[i + 3])
     }
 }
+
+/// Writes the btsnoop format, bytes out (no I/O): the file header, then one
+/// record per packet. With ``BtsnoopDatalink`` 2001 (Linux monitor, as
+/// `btmon -w` writes) a record's flags are `index << 16 | opcode`.
+public enum BtsnoopWriter {
+    /// The 16-byte file header: magic, version 1, datalink.
+    public static func header(datalink: BtsnoopDatalink) -> [UInt8] {
+        var out = Btsnoop.magic
+        out += bigEndian(UInt32(1))
+        out += bigEndian(datalink.rawValue)
+        return out
+    }
+
+    /// One record: original and included length (equal: nothing is cut),
+    /// flags, cumulative drops, timestamp (µs since the Unix epoch, stored
+    /// as µs since year 0 like every btsnoop file), then the packet.
+    public static func record(_ packet: [UInt8], flags: UInt32, drops: UInt32 = 0, unixMicroseconds: Int64) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(Btsnoop.recordHeaderSize + packet.count)
+        let length = UInt32(truncatingIfNeeded: packet.count)
+        out += bigEndian(length)
+        out += bigEndian(length)
+        out += bigEndian(flags)
+        out += bigEndian(drops)
+        out += bigEndian(UInt64(bitPattern: unixMicroseconds &+ Btsnoop.unixEpochTimestamp))
+        out += packet
+        return out
+    }
+
+    /// The monitor-datalink flags for a packet of `opcode` on controller `index`.
+    public static func monitorFlags(opcode: UInt16, index: UInt16) -> UInt32 {
+        UInt32(index) << 16 | UInt32(opcode)
+    }
+
+    private static func bigEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+}
