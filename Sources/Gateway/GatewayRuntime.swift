@@ -124,6 +124,9 @@ public final class GatewayRuntime: Sendable {
     func setHTTPServer(_ server: HTTPServer) { parts.withLock { $0.http = server } }
     var httpServer: HTTPServer? { parts.withLock { $0.http } }
 
+    /// Changes bluetoothd reported and the mirror applied (benchmarks wait on it).
+    public var bluezChangesApplied: UInt64 { client.mirror.appliedChanges }
+
     /// Brings the polled figures (queue, publisher, repository counters) up to date before a scrape.
     public func refreshMetrics() {
         let publisher = parts.withLock { $0.publisher }

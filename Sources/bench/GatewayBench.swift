@@ -18,8 +18,9 @@ import Glibc
 /// 127.0.0.1:P, plus a subscriber counting what arrives on the state topics.
 /// Prints READY once every device's first state arrived, then obeys lines
 /// on standard input: `measure` (starts the CPU/wall clock; the script then
-/// floods the simulator), `settle` (waits until nothing arrived for 1 s and
-/// the outbox is empty, then prints one JSON line), `quit`.
+/// floods the simulator), `settle N` (waits until the client's mirror applied
+/// the N changes, then until nothing arrived for 1 s and the outbox is empty,
+/// then prints one JSON line), `quit`.
 ///
 /// `bench mqtt-publish --broker-port P --count N`: the baseline — one
 /// libmosquitto client publishing N state-sized QoS 1 messages to the same
@@ -89,17 +90,26 @@ enum GatewayBench {
             var cpuStart = cpuSeconds()
             var start = ContinuousClock.now
             var advertisementsStart = runtime.metrics.current.advertisements
+            var appliedStart = runtime.bluezChangesApplied
             while let line = readLine() {
-                switch line {
+                let words = line.split(separator: " ")
+                switch words.first.map(String.init) ?? "" {
                 case "measure":
                     runtime.refreshMetrics()
                     base = counter.value
                     cpuStart = cpuSeconds()
                     start = .now
                     advertisementsStart = runtime.metrics.current.advertisements
+                    appliedStart = runtime.bluezChangesApplied
                     printFlushed("MEASURING")
                 case "settle":
-                    // Until nothing more arrives (1 s quiet) and the outbox is empty.
+                    // Until the mirror has every change, then nothing more arrives (1 s quiet) and the outbox is empty.
+                    let expected = words.count > 1 ? UInt64(words[1]) ?? 0 : 0
+                    let deadline = ContinuousClock.now + .seconds(3600)
+                    while runtime.bluezChangesApplied - appliedStart < expected, ContinuousClock.now < deadline {
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
+                    try await Task.sleep(for: .milliseconds(200))
                     while counter.quietFor < .seconds(1) || runtime.metrics.current.queueDepth > 0 {
                         runtime.refreshMetrics()
                         try await Task.sleep(for: .milliseconds(100))
@@ -109,11 +119,12 @@ enum GatewayBench {
                     let cpu = cpuSeconds() - cpuStart
                     runtime.refreshMetrics()
                     let received = counter.value - base
-                    let advertisements = runtime.metrics.current.advertisements - advertisementsStart
-                    printFlushed(String(format: "{\"impl\":\"gateway\",\"devices\":%d,\"advertisements\":%llu,\"published\":%d,"
+                    let advertisements = runtime.bluezChangesApplied - appliedStart
+                    let processed = runtime.metrics.current.advertisements - advertisementsStart
+                    printFlushed(String(format: "{\"impl\":\"gateway\",\"devices\":%d,\"advertisements\":%llu,\"processed\":%llu,\"published\":%d,"
                                         + "\"wall_s\":%.4f,\"cpu_s\":%.4f,\"per_s\":%.1f,\"cpu_us_per_message\":%.2f,"
                                         + "\"rss_start_kb\":%d,\"rss_ready_kb\":%d,\"rss_now_kb\":%d,\"maxrss_kb\":%d,\"dropped\":%d}",
-                                        devices, advertisements, received, seconds, cpu, Double(received) / max(seconds, 1e-9),
+                                        devices, advertisements, processed, received, seconds, cpu, Double(received) / max(seconds, 1e-9),
                                         cpu * 1e6 / Double(max(received, 1)), rssStart, rssReady, currentRSSKilobytes(),
                                         BlueZIngestBench.maxRSSKilobytes(), runtime.metrics.current.queueDropped))
                 case "quit":
