@@ -67,6 +67,10 @@ let package = Package(
         // against the other must not share a mistake.
         .target(name: "BlueZ", dependencies: ["DBus"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus"]),
+        // Capture and replay (issue 8): records bluetoothd's tree and signals into a scenario
+        // (the simulator's file format) and redacts it. Above both the client and the simulator,
+        // which still do not import each other.
+        .target(name: "Capture", dependencies: ["BlueZ", "BlueZSimulator", "BLEParsing", "DBus"]),
 
         // MARK: Layer 2: domain (repositories own the data) and presenters (State + Action + send)
         // Presenters may import the domain and parsing modules only — never a
@@ -92,7 +96,7 @@ let package = Package(
         .executableTarget(
             name: "blecompanion",
             dependencies: [
-                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI",
+                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
                 "Gateway", "GatewayConfig", "ServiceSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
