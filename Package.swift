@@ -115,7 +115,9 @@ let package = Package(
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // replayReadings (issue 8) runs a fixture through the simulator, client, repository and presenter.
+        .target(name: "TestSupport", dependencies: ["BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters"],
+                path: "Tests/TestSupport"),
         .testTarget(name: "MQTTTests", dependencies: [
             "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion",
         ]),
@@ -130,6 +132,9 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus", "TestSupport"]),
+        .testTarget(name: "CaptureTests", dependencies: [
+            "Capture", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport",
+        ]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
         .testTarget(name: "DashboardTests", dependencies: ["Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus"], exclude: ["Snapshots"]),
     ]

@@ -297,6 +297,8 @@ public actor BlueZSimulator {
     public private(set) var isOnBus = false
     /// Yields when a client starts discovery (max-speed playback waits for one).
     let discoveryGate = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    /// Counts finished passes of the whole-scenario playback (max speed or loop).
+    let passes = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
 
     public init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions()) {
         self.scenario = scenario

@@ -98,6 +98,7 @@ extension BlueZSimulator {
                 await self?.flowControl()
             }
             var base = origin
+            var pass = 0
             while !Task.isCancelled {
                 for event in events {
                     if fast {
@@ -109,6 +110,8 @@ extension BlueZSimulator {
                     await sim.play(event.action)
                     if fast { await sim.flowControl() }
                 }
+                pass += 1
+                self?.passes.continuation.yield(pass)
                 guard loop else { return }
                 base = base + .seconds(span / speed)
                 if fast {
@@ -117,6 +120,13 @@ extension BlueZSimulator {
                 }
             }
         })
+    }
+
+    /// Returns once the whole-scenario playback (``SimulatorOptions/asFastAsConsumed``
+    /// or ``SimulatorOptions/loop``) has played every event at least once.
+    /// Only one caller may wait.
+    public func waitUntilPlayedOnce() async {
+        for await _ in passes.stream { return }
     }
 
     func needsDiscoveryClient() -> Bool {

@@ -102,10 +102,23 @@ private struct BuildState {
     var serviceUp = false
     var sawTree = false
     var lostAt: Double?
+    /// Removals since the last other event: bluetoothd removes its objects
+    /// as it shuts down, which is the outage, not adapters or devices going.
+    var removalBurst: [Undo] = []
+
+    enum Undo {
+        case adapter(String)
+        case device(DeviceID, events: Int, notes: Int, lastEventAt: Double)
+    }
 
     init(builder: ScenarioBuilder) { self.builder = builder }
 
     mutating func apply(_ e: RecordedEvent) {
+        switch e.change {
+        case .interfacesRemoved: break
+        case .serviceLost: undoRemovalBurst()
+        default: removalBurst = []
+        }
         switch e.change {
         case let .tree(objects):
             let initial = !sawTree && outages.isEmpty && lostAt == nil
@@ -146,6 +159,22 @@ private struct BuildState {
             guard serviceUp else { return }
             propertiesChanged(path, interface, changed, invalidated, at: e.at)
         }
+    }
+
+    mutating func undoRemovalBurst() {
+        for undo in removalBurst.reversed() {
+            switch undo {
+            case let .adapter(id):
+                adapters[id]?.outageStart = nil
+            case let .device(id, events, notes, last):
+                guard var d = devices[id] else { continue }
+                d.events = Array(d.events.prefix(events))
+                d.notes = Array(d.notes.prefix(notes))
+                d.lastEventAt = last
+                devices[id] = d
+            }
+        }
+        removalBurst = []
     }
 
     // MARK: Objects appearing
@@ -309,10 +338,12 @@ private struct BuildState {
             a.present = false
             a.outageStart = t
             adapters[id] = a
+            removalBurst.append(.adapter(id))
             for did in order where did.adapter.path == path { devices[did]?.present = false; devices[did]?.connected = false }
             return
         }
         guard names.contains(BlueZInterface.device), let id = DeviceID(path: path), var d = devices[id], d.present else { return }
+        removalBurst.append(.device(id, events: d.events.count, notes: d.notes.count, lastEventAt: d.lastEventAt))
         d.present = false
         d.connected = false
         if d.kept {

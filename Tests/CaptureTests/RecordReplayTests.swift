@@ -1,0 +1,131 @@
+import BLEParsing
+import BlueZ
+import BlueZSimulator
+import Capture
+import DBus
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// Holds the recorder a test starts inside `replayReadings(onBus:)`.
+final class RecorderBox: Sendable {
+    let value = Mutex<(Recorder, DBusConnection)?>(nil)
+    func stop() async -> Scenario? {
+        guard let (recorder, connection) = value.withLock({ $0 }) else { return nil }
+        let s = await recorder.stop()
+        connection.close()
+        return s
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(3))) struct RecordReplayTests {
+    /// Issue 8's definition of done: a recorded simulator session replays to
+    /// the same decoded readings.
+    @Test func recordedDemoHomeReplaysToTheSameReadings() async throws {
+        let box = RecorderBox()
+        // The original run: demo-home in real time, the real client, repository
+        // and presenter scanning; the recorder listens on the same bus.
+        let original = try await replayReadings(scenario: try fixture("demo-home.json"), speed: .factor(1), until: .seconds(4)) { address in
+            let connection = try await DBusConnection.connect(to: .address(address))
+            let recorder = try await Recorder.start(connection: connection)
+            box.value.withLock { $0 = (recorder, connection) }
+        }
+        let recorded = try #require(await box.stop())
+        #expect(recorded.devices.count == 10)
+        #expect(original.count >= 5, "\(original)")
+        let ruuvi = try #require(original.first { $0.address == "CB:B8:33:4C:88:4F" })
+        #expect(ruuvi.readings.count >= 4, "the Ruuvi frames alternate every second: \(ruuvi)")
+
+        // The file the simulator is given is the text, loaded as from disk.
+        let file = try Scenario.parse(recorded.jsonText(), fileName: "recorded.json")
+        let replayed = try await replayReadings(scenario: file, speed: .max)
+        #expect(replayed == original)
+    }
+
+    /// At max speed every change reaches the presenter, however close together.
+    @Test func maxSpeedDeliversEveryChangeInOrder() async throws {
+        let a = "0512FC5394C37C0004FFFC040CAC364200CDCBB8334C884F"
+        let b = "0513245394C37C0004FFFC040CAC364300CECBB8334C884F"
+        let text = """
+        { "name": "close", "devices": [
+          { "address": "CB:B8:33:4C:88:4F", "manufacturerData": { "0x0499": "\(a)" },
+            "advertising": { "timeline": [
+              { "at": 0.001, "manufacturerData": { "0x0499": "\(b)" } },
+              { "at": 0.002, "manufacturerData": { "0x0499": "\(a)" } },
+              { "at": 0.003, "manufacturerData": { "0x0499": "\(b)" } } ] } },
+          { "address": "A4:C1:38:8D:18:B2", "serviceData": { "fcd2": "400009015d025d0903b718" },
+            "advertising": { "timeline": [ { "at": 0.002, "serviceData": { "fcd2": "40000a015d02690903b718" } } ] } }
+        ] }
+        """
+        let result = try await replayReadings(scenario: try Scenario.parse(text), speed: .max)
+        let ra = readings(name: nil, manufacturer: [0x0499: bytes(a)], service: [:])
+        let rb = readings(name: nil, manufacturer: [0x0499: bytes(b)], service: [:])
+        #expect(result.map(\.address) == ["CB:B8:33:4C:88:4F", "A4:C1:38:8D:18:B2"] || result.map(\.address) == ["A4:C1:38:8D:18:B2", "CB:B8:33:4C:88:4F"])
+        #expect(result.first { $0.address == "CB:B8:33:4C:88:4F" }?.readings == [ra, rb, ra, rb])
+        #expect(result.first { $0.address == "A4:C1:38:8D:18:B2" }?.readings.count == 2)
+    }
+
+    /// A recording of bluetoothd and adapter outages has them at the times they
+    /// happened, and a replay of that recording, recorded again, has them too.
+    @Test func outagesRoundTrip() async throws {
+        let first = try await record(try fixture("test-outage.json"), seconds: 2.2)
+        try check(first)
+        let second = try await record(try Scenario.parse(first.jsonText()), seconds: 2.2)
+        try check(second)
+        #expect(abs((second.outages.first?.at ?? 0) - (first.outages.first?.at ?? 0)) < 0.3)
+    }
+
+    func check(_ s: Scenario, sourceLocation: SourceLocation = #_sourceLocation) throws {
+        // test-outage.json: bluetoothd away 1.2–1.6 s, hci1 unplugged 0.3–0.8 s (the recorder starts a little later).
+        #expect(s.outages.count == 1, sourceLocation: sourceLocation)
+        let o = try #require(s.outages.first, sourceLocation: sourceLocation)
+        #expect(o.at > 0.9 && o.at < 1.3, "\(o.at)", sourceLocation: sourceLocation)
+        let back = try #require(o.returnAt, sourceLocation: sourceLocation)
+        #expect(back - o.at > 0.25 && back - o.at < 0.7, "\(back - o.at)", sourceLocation: sourceLocation)
+        let hci1 = try #require(s.adapters.first { $0.id == "hci1" }, sourceLocation: sourceLocation)
+        #expect(hci1.outages.count == 1, sourceLocation: sourceLocation)
+        #expect(s.devices.map(\.address) == ["B0:00:00:00:00:01"], sourceLocation: sourceLocation)
+        #expect(s.devices.first?.paired == true, sourceLocation: sourceLocation)
+    }
+
+    func record(_ scenario: Scenario, seconds: Double) async throws -> Scenario {
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let simulator = BlueZSimulator(scenario: scenario)
+        try await simulator.start(busAddress: bus.address)
+        let connection = try await DBusConnection.connect(to: .address(bus.address))
+        defer { connection.close() }
+        let recorder = try await Recorder.start(connection: connection)
+        try await Task.sleep(for: .seconds(seconds))
+        let s = await recorder.stop()
+        await simulator.stop()
+        return s
+    }
+
+    /// --loop: the whole file starts over, devices keeping their relative order.
+    @Test func loopRestartsTheTimelines() async throws {
+        let text = """
+        { "name": "loop", "duration": 1, "devices": [
+          { "address": "A4:C1:38:8D:18:B2", "serviceData": { "fcd2": "400009015d025d0903b718" },
+            "advertising": { "timeline": [ { "at": 0.5, "serviceData": { "fcd2": "40000a015d02690903b718" } },
+                                           { "at": 0.9, "serviceData": { "fcd2": "400009015d025d0903b718" } } ] } } ] }
+        """
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let simulator = BlueZSimulator(scenario: try Scenario.parse(text), options: SimulatorOptions(speed: 10, loop: true))
+        try await simulator.start(busAddress: bus.address)
+        let connection = try await DBusConnection.connect(to: .address(bus.address))
+        defer { connection.close() }
+        let recorder = try await Recorder.start(connection: connection, options: Recorder.Options(scan: true))
+        // 0.6 s at speed 10: six passes of the one-second file.
+        try await Task.sleep(for: .seconds(0.6))
+        let s = await recorder.stop()
+        await simulator.stop()
+        let changes = (s.devices.first?.advertising?.events ?? []).filter { $0.serviceData != nil }
+        #expect(changes.count >= 6, "\(changes.map(\.at))")
+        // Alternating, never the same payload twice in a row.
+        let payloads = changes.compactMap { $0.serviceData?.values.first }
+        #expect(zip(payloads, payloads.dropFirst()).allSatisfy { $0 != $1 })
+    }
+}
