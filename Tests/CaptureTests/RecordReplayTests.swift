@@ -40,7 +40,12 @@ final class RecorderBox: Sendable {
         // The file the simulator is given is the text, loaded as from disk.
         let file = try Scenario.parse(recorded.jsonText(), fileName: "recorded.json")
         let replayed = try await replayReadings(scenario: file, speed: .max)
-        #expect(replayed == original)
+        // Per device, the same readings in the same order. (Which device shows
+        // its first reading first depends on how the original run's first
+        // burst of devices was coalesced, so devices are compared by address.)
+        #expect(Set(replayed.map(\.address)) == Set(original.map(\.address)))
+        #expect(Dictionary(uniqueKeysWithValues: replayed.map { ($0.address, $0.readings) })
+                == Dictionary(uniqueKeysWithValues: original.map { ($0.address, $0.readings) }))
     }
 
     /// At max speed every change reaches the presenter, however close together.
