@@ -134,3 +134,66 @@ final class RecorderBox: Sendable {
         #expect(zip(payloads, payloads.dropFirst()).allSatisfy { $0 != $1 })
     }
 }
+
+extension RecordReplayTests {
+    func values(_ client: BlueZClient, _ characteristic: GATTAttributeID, for seconds: Double) async throws -> [[UInt8]] {
+        let stream = try await client.notifications(characteristic)
+        let collected = Mutex<[[UInt8]]>([])
+        let task = Task {
+            for await event in stream { if case let .value(v) = event { collected.withLock { $0.append(v) } } }
+        }
+        try await Task.sleep(for: .seconds(seconds))
+        task.cancel()
+        return collected.withLock { $0 }
+    }
+
+    /// Connects to the heart-rate strap, reads the body sensor location and
+    /// takes notifications; returns them.
+    func exerciseStrap(_ client: BlueZClient) async throws -> [[UInt8]] {
+        let hci0 = try client.adapter().id
+        let session = try await client.discover(adapter: hci0)
+        let strap = DeviceID(adapter: hci0, address: try BluetoothAddress("E4:5F:01:AA:10:01"))
+        try await client.mirror.wait(for: "the strap", timeout: .seconds(5)) { $0.devices[strap] != nil }
+        try await client.connect(strap)
+        try await client.waitForServicesResolved(strap, timeout: .seconds(5))
+        let snap = client.mirror.snapshot()
+        let location = try #require(snap.characteristic("2a38", on: strap))
+        #expect(try await client.readValue(location.id) == [0x01])
+        let measurement = try #require(snap.characteristic("2a37", on: strap))
+        let got = try await values(client, measurement.id, for: 2.4)
+        await session.stop()
+        return got
+    }
+
+    /// Values read and notified while recording come back from the replay.
+    @Test func readAndNotifiedValuesReplay() async throws {
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let simulator = BlueZSimulator(scenario: try fixture("demo-home.json"))
+        try await simulator.start(busAddress: bus.address)
+        let connection = try await DBusConnection.connect(to: .address(bus.address))
+        defer { connection.close() }
+        let recorder = try await Recorder.start(connection: connection, options: Recorder.Options(filter: RecordingFilter(devices: [try BluetoothAddress("E4:5F:01:AA:10:01")])))
+        let client = try await BlueZClient.connect(to: .address(bus.address))
+        let original = try await exerciseStrap(client)
+        let recorded = await recorder.stop()
+        await simulator.stop()
+        #expect(original == [[0x10, 0x48, 0x55, 0x03], [0x10, 0x4a, 0x3e, 0x03]], "demo-home's strap at 1 s and 2 s")
+
+        let strap = try #require(recorded.devices.first)
+        #expect(recorded.devices.count == 1, "--device keeps only the strap")
+        #expect(strap.comment?.contains("connected at") == true)
+        let chars = strap.gatt.flatMap(\.characteristics)
+        #expect(chars.first { $0.uuid.hasPrefix("00002a38") }?.value == [0x01])
+        #expect(chars.first { $0.uuid.hasPrefix("00002a37") }?.notifications?.events.map(\.value) == original)
+
+        let bus2 = try PrivateBus.start()
+        defer { bus2.stop() }
+        let replay = BlueZSimulator(scenario: try Scenario.parse(recorded.jsonText()))
+        try await replay.start(busAddress: bus2.address)
+        let client2 = try await BlueZClient.connect(to: .address(bus2.address))
+        let replayed = try await exerciseStrap(client2)
+        await replay.stop()
+        #expect(replayed == original)
+    }
+}
