@@ -109,7 +109,7 @@ final class RecorderBox: Sendable {
     }
 
     /// --loop: the whole file starts over, devices keeping their relative order.
-    @Test func loopRestartsTheTimelines() async throws {
+    @Test(arguments: [false, true]) func loopRestartsTheTimelines(atMaxSpeed: Bool) async throws {
         let text = """
         { "name": "loop", "duration": 1, "devices": [
           { "address": "A4:C1:38:8D:18:B2", "serviceData": { "fcd2": "400009015d025d0903b718" },
@@ -118,7 +118,8 @@ final class RecorderBox: Sendable {
         """
         let bus = try PrivateBus.start()
         defer { bus.stop() }
-        let simulator = BlueZSimulator(scenario: try Scenario.parse(text), options: SimulatorOptions(speed: 10, loop: true))
+        // At max speed the recorder, which discovers, is the client that paces the playback.
+        let simulator = BlueZSimulator(scenario: try Scenario.parse(text), options: SimulatorOptions(speed: 10, asFastAsConsumed: atMaxSpeed, loop: true))
         try await simulator.start(busAddress: bus.address)
         let connection = try await DBusConnection.connect(to: .address(bus.address))
         defer { connection.close() }
