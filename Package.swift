@@ -71,6 +71,10 @@ let package = Package(
         // against the other must not share a mistake.
         .target(name: "BlueZ", dependencies: ["DBus"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus"]),
+        // Capture and replay (issue 8): records bluetoothd's tree and signals into a scenario
+        // (the simulator's file format) and redacts it. Above both the client and the simulator,
+        // which still do not import each other.
+        .target(name: "Capture", dependencies: ["BlueZ", "BlueZSimulator", "BLEParsing", "DBus"]),
 
         // MARK: Layer 2: domain (repositories own the data) and presenters (State + Action + send)
         // Presenters may import the domain and parsing modules only — never a
@@ -96,7 +100,7 @@ let package = Package(
         .executableTarget(
             name: "blecompanion",
             dependencies: [
-                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI",
+                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
                 "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -116,7 +120,9 @@ let package = Package(
         .testTarget(name: "CaptureImportTests", dependencies: ["CaptureImport", "BLEParsing", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
-        .target(name: "TestSupport", path: "Tests/TestSupport"),
+        // replayReadings (issue 8) runs a fixture through the simulator, client, repository and presenter.
+        .target(name: "TestSupport", dependencies: ["BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters"],
+                path: "Tests/TestSupport"),
         .testTarget(name: "MQTTTests", dependencies: [
             "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion",
         ]),
@@ -131,6 +137,9 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus", "TestSupport"]),
+        .testTarget(name: "CaptureTests", dependencies: [
+            "Capture", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport",
+        ]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
         .testTarget(name: "DashboardTests", dependencies: ["Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus"], exclude: ["Snapshots"]),
     ]

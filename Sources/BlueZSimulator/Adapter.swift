@@ -154,6 +154,7 @@ extension BlueZSimulator {
             log("discovery started on \(id)")
         }
         await scan(a)
+        discoveryGate.continuation.yield()
         return []
     }
 

@@ -10,13 +10,37 @@ public enum BlueZSimulatorInfo {
 public struct SimulatorOptions: Sendable {
     /// Timeline speed factor: 2 runs every timeline twice as fast.
     public var speed: Double
+    /// `simulate --speed max`: the scenario's timelines (bluetoothd and
+    /// adapter outages, advertising, battery) play without sleeping, in time
+    /// order across devices, starting once a client discovers. After each
+    /// event the simulator pings every discovering client
+    /// (org.freedesktop.DBus.Peer.Ping): the next event goes out once each
+    /// has read everything sent before, so playback runs as fast as the
+    /// clients consume. Delays that are not timeline events (connect,
+    /// service resolution, temporary-device removal) and notification
+    /// timelines run at speed 1000.
+    public var asFastAsConsumed: Bool
+    /// `simulate --loop`: the scenario's timelines start over after
+    /// `Scenario.duration` (else the end of the longest timeline, or the
+    /// longest `repeatEvery`), keeping their order across devices.
+    public var loop: Bool
+    /// With `asFastAsConsumed`: awaited after each event, once the clients
+    /// answered (a test waits here until its client has processed it).
+    public var afterEvent: (@Sendable () async -> Void)?
     /// Receives one line per notable event (for `blecompanion simulate`).
     public var log: (@Sendable (String) -> Void)?
 
-    public init(speed: Double = 1, log: (@Sendable (String) -> Void)? = nil) {
+    public init(speed: Double = 1, asFastAsConsumed: Bool = false, loop: Bool = false,
+                afterEvent: (@Sendable () async -> Void)? = nil, log: (@Sendable (String) -> Void)? = nil) {
         self.speed = speed
+        self.asFastAsConsumed = asFastAsConsumed
+        self.loop = loop
+        self.afterEvent = afterEvent
         self.log = log
     }
+
+    /// The factor for delays and notification timelines.
+    var effectiveSpeed: Double { asFastAsConsumed ? 1000 : speed }
 }
 
 /// Why the simulator could not start.
@@ -271,6 +295,10 @@ public actor BlueZSimulator {
     var running = false
     /// Whether the service is on the bus (false during a bluetoothd outage).
     public private(set) var isOnBus = false
+    /// Yields when a client starts discovery (max-speed playback waits for one).
+    let discoveryGate = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    /// Counts finished passes of the whole-scenario playback (max speed or loop).
+    let passes = AsyncStream<Int>.makeStream(bufferingPolicy: .bufferingNewest(1))
 
     public init(scenario: Scenario, options: SimulatorOptions = SimulatorOptions()) {
         self.scenario = scenario
@@ -322,7 +350,7 @@ public actor BlueZSimulator {
     }
 
     /// Seconds of scenario time → wall-clock duration.
-    func duration(_ seconds: Double) -> Duration { .seconds(seconds / options.speed) }
+    func duration(_ seconds: Double) -> Duration { .seconds(seconds / options.effectiveSpeed) }
 
     func sleep(_ seconds: Double) async throws {
         if seconds > 0 { try await Task.sleep(for: duration(seconds)) }
@@ -397,6 +425,10 @@ public actor BlueZSimulator {
     }
 
     func startTimelines() {
+        if options.asFastAsConsumed || options.loop {
+            startPlayback()
+            return
+        }
         for outage in scenario.outages {
             at(outage.at) { sim in await sim.bluetoothdVanishes() }
             if let back = outage.returnAt { at(back) { sim in await sim.bluetoothdReturns() } }
@@ -426,7 +458,7 @@ public actor BlueZSimulator {
     /// events (no polling).
     func runTimeline<E: TimedEvent>(_ timeline: Timeline<E>, from origin: ContinuousClock.Instant,
                                   apply: @escaping @Sendable (BlueZSimulator, E) async -> Void) -> Task<Void, Never> {
-        let speed = options.speed
+        let speed = options.effectiveSpeed
         return Task { [weak self] in
             var base = origin
             while !Task.isCancelled {

@@ -7,6 +7,22 @@ public struct Scenario: Sendable {
     public var devices: [DeviceSpec]
     /// Times at which the whole service leaves the bus and comes back.
     public var outages: [Outage]
+    /// Free text (the file's `description`).
+    public var description: String? = nil
+    /// How long the scenario lasts, in seconds (a recording's length): the
+    /// period of `simulate --loop`. Nil: the end of its longest timeline.
+    public var duration: Double? = nil
+
+    /// An empty scenario (one adapter is added by the loader only; a
+    /// scenario built in code lists its adapters itself).
+    public init(name: String, settings: Settings = Settings(), adapters: [AdapterSpec] = [], devices: [DeviceSpec] = [],
+                outages: [Outage] = []) {
+        self.name = name
+        self.settings = settings
+        self.adapters = adapters
+        self.devices = devices
+        self.outages = outages
+    }
 
     public struct Settings: Sendable {
         /// Seconds after which a device that is neither paired, trusted nor
@@ -17,12 +33,17 @@ public struct Scenario: Sendable {
         public var connectDelay: Double = 0.1
         /// Delay between Connected and ServicesResolved, in seconds.
         public var serviceResolveDelay: Double = 0.05
+        public init() {}
     }
 
     public struct Outage: Sendable {
         public var at: Double
         /// nil: never comes back.
         public var returnAt: Double?
+        public init(at: Double, returnAt: Double?) {
+            self.at = at
+            self.returnAt = returnAt
+        }
     }
 }
 
@@ -44,6 +65,31 @@ public struct AdapterSpec: Sendable {
     public var manufacturer: UInt16
     public var version: UInt8
     public var outages: [Scenario.Outage]
+
+    /// An adapter with the loader's defaults.
+    public init(id: String, address: String, addressType: String = "public", name: String = "blecompanion-sim",
+                alias: String? = nil, classOfDevice: UInt32 = 0x7C010C, powered: Bool = true, discoverable: Bool = false,
+                discoverableTimeout: UInt32 = 180, pairable: Bool = true, pairableTimeout: UInt32 = 0,
+                modalias: String? = "usb:v1D6Bp0246d0542", roles: [String] = ["central", "peripheral"], uuids: [String] = [],
+                manufacturer: UInt16 = 2, version: UInt8 = 0x0C, outages: [Scenario.Outage] = []) {
+        self.id = id
+        self.address = address
+        self.addressType = addressType
+        self.name = name
+        self.alias = alias
+        self.classOfDevice = classOfDevice
+        self.powered = powered
+        self.discoverable = discoverable
+        self.discoverableTimeout = discoverableTimeout
+        self.pairable = pairable
+        self.pairableTimeout = pairableTimeout
+        self.modalias = modalias
+        self.roles = roles
+        self.uuids = uuids
+        self.manufacturer = manufacturer
+        self.version = version
+        self.outages = outages
+    }
 }
 
 public struct ErrorSpec: Sendable, Equatable {
@@ -66,17 +112,40 @@ public struct AdvertisementEvent: TimedEvent {
     public var uuids: [String]?
     /// true: starts advertising; false: stops (vanishes).
     public var present: Bool?
+
+    public init(at: Double, rssi: Int16? = nil, txPower: Int16? = nil, name: String? = nil,
+                manufacturerData: [UInt16: [UInt8]]? = nil, serviceData: [String: [UInt8]]? = nil,
+                uuids: [String]? = nil, present: Bool? = nil) {
+        self.at = at
+        self.rssi = rssi
+        self.txPower = txPower
+        self.name = name
+        self.manufacturerData = manufacturerData
+        self.serviceData = serviceData
+        self.uuids = uuids
+        self.present = present
+    }
 }
 
 public struct Timeline<Event: TimedEvent>: Sendable {
     public var events: [Event]
     /// When set, the timeline starts over every `repeatEvery` seconds.
     public var repeatEvery: Double?
+
+    public init(events: [Event], repeatEvery: Double? = nil) {
+        self.events = events
+        self.repeatEvery = repeatEvery
+    }
 }
 
 public struct ValueEvent: TimedEvent {
     public var at: Double
     public var value: [UInt8]
+
+    public init(at: Double, value: [UInt8]) {
+        self.at = at
+        self.value = value
+    }
 }
 
 public struct PairingSpec: Sendable {
@@ -90,6 +159,8 @@ public struct PairingSpec: Sendable {
     public var accept: Bool = true
     /// Seconds the remote takes to complete pairing.
     public var delay: Double = 0.05
+
+    public init() {}
 }
 
 public struct FaultSpec: Sendable {
@@ -100,12 +171,21 @@ public struct FaultSpec: Sendable {
     public var disconnectAfter: Double?
     /// Pair fails with this error (after the agent step, if any).
     public var pairError: ErrorSpec?
+
+    public init() {}
 }
 
 public struct DescriptorSpec: Sendable {
     public var uuid: String
     public var flags: [String]
     public var value: [UInt8]
+
+    /// `uuid` in BlueZ's lowercase 128-bit form.
+    public init(uuid: String, flags: [String] = ["read"], value: [UInt8] = []) {
+        self.uuid = uuid
+        self.flags = flags
+        self.value = value
+    }
 }
 
 public struct WriteAction: Sendable {
@@ -132,12 +212,30 @@ public struct CharacteristicSpec: Sendable {
     public var notifications: Timeline<ValueEvent>?
     public var onWrite: [WriteRule]
     public var readError: ErrorSpec?
+
+    /// `uuid` in BlueZ's lowercase 128-bit form.
+    public init(uuid: String, flags: [String] = ["read"], value: [UInt8] = [], descriptors: [DescriptorSpec] = [],
+                notifications: Timeline<ValueEvent>? = nil, onWrite: [WriteRule] = [], readError: ErrorSpec? = nil) {
+        self.uuid = uuid
+        self.flags = flags
+        self.value = value
+        self.descriptors = descriptors
+        self.notifications = notifications
+        self.onWrite = onWrite
+        self.readError = readError
+    }
 }
 
 public struct ServiceSpec: Sendable {
     public var uuid: String
     public var primary: Bool
     public var characteristics: [CharacteristicSpec]
+
+    public init(uuid: String, primary: Bool = true, characteristics: [CharacteristicSpec] = []) {
+        self.uuid = uuid
+        self.primary = primary
+        self.characteristics = characteristics
+    }
 }
 
 public struct DeviceSpec: Sendable {
@@ -168,6 +266,19 @@ public struct DeviceSpec: Sendable {
     public var faults: FaultSpec
     /// Whether the device advertises from t = 0 (before its timeline says otherwise).
     public var advertisingAtStart: Bool
+    /// Free text (the file's `comment`).
+    public var comment: String? = nil
+}
+
+extension DeviceSpec {
+    /// A device with the loader's defaults; `address` in upper case.
+    public init(address: String, addressType: String = "public", adapter: String = "hci0") {
+        self.init(address: address, addressType: addressType, adapter: adapter, name: nil, alias: nil, appearance: nil,
+                  classOfDevice: nil, icon: nil, paired: false, trusted: false, blocked: false, connectable: true,
+                  legacyPairing: false, rssi: -60, txPower: nil, manufacturerData: [:], serviceData: [:], uuids: [],
+                  advertising: nil, battery: nil, batteryTimeline: nil, gatt: [], mtu: 247, pairing: PairingSpec(),
+                  faults: FaultSpec(), advertisingAtStart: true)
+    }
 }
 
 /// A problem in a scenario file, with where it is.

@@ -201,11 +201,16 @@ struct ScenarioDecoder {
     // MARK: Top level
 
     func scenario(_ root: JSONNode) throws(ScenarioError) -> Scenario {
-        let members = try object(root, allowed: ["$schema", "name", "description", "settings", "adapters", "devices", "bluetoothd"])
+        let members = try object(root, allowed: ["$schema", "name", "description", "duration", "settings", "adapters", "devices", "bluetoothd"])
         var s = Scenario(name: "scenario", settings: .init(), adapters: [], devices: [], outages: [])
         for (key, node) in members {
             switch key {
             case "name": s.name = try string(node)
+            case "description": s.description = try string(node)
+            case "duration":
+                let d = try seconds(node)
+                guard d > 0 else { throw fail(node, "duration must be greater than 0") }
+                s.duration = d
             case "settings": s.settings = try settings(node)
             case "adapters":
                 for item in try array(node) { s.adapters.append(try adapter(item, index: s.adapters.count)) }
@@ -412,6 +417,7 @@ struct ScenarioDecoder {
             case "pairing": d.pairing = try pairing(v)
             case "faults": d.faults = try faults(v)
             case "advertisingAtStart": d.advertisingAtStart = try bool(v)
+            case "comment": d.comment = try string(v)
             default: break
             }
         }

@@ -24,14 +24,24 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Use this D-Bus address instead of starting a private dbus-daemon.")
     var bus: String?
 
-    @Option(help: "Timeline speed factor (2 = twice as fast).")
-    var speed: Double = 1
+    @Option(help: "Timeline speed factor (2 = twice as fast), or max: no waiting, as fast as the discovering clients take the events (playback starts when one discovers).")
+    var speed: String = "1"
+
+    @Flag(help: "Start the timelines over after the scenario's duration (a recording's length), keeping their order across devices.")
+    var loop = false
 
     @Flag(help: "Print nothing but the bus address.")
     var quiet = false
 
+    /// The numeric factor, or nil for max.
+    var speedFactor: Double? { speed == "max" ? nil : Double(speed) }
+
     func validate() throws {
-        guard speed >= 0.001, speed <= 1000 else { throw ValidationError("--speed must be between 0.001 and 1000, got \(speed)") }
+        guard speed != "max" else { return }
+        guard let factor = Double(speed), factor >= 0.001, factor <= 1000 else {
+            throw ValidationError("--speed must be a number between 0.001 and 1000, or max; got \"\(speed)\"")
+        }
+        _ = factor
     }
 
     func run() async throws {
@@ -61,7 +71,8 @@ struct SimulateCommand: AsyncParsableCommand {
         if !quiet {
             log = { @Sendable (line: String) -> Void in printLine("[sim] " + line) }
         }
-        let simulator = BlueZSimulator(scenario: loaded, options: SimulatorOptions(speed: speed, log: log))
+        let simulator = BlueZSimulator(scenario: loaded, options: SimulatorOptions(
+            speed: speedFactor ?? 1, asFastAsConsumed: speedFactor == nil, loop: loop, log: log))
         do {
             try await simulator.start(busAddress: address)
         } catch {
@@ -71,7 +82,9 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         printLine("DBUS_SYSTEM_BUS_ADDRESS=\(address)")
         if !quiet {
-            printLine("Simulating \"\(loaded.name)\": \(loaded.adapters.count) adapter(s), \(loaded.devices.count) device(s). Ctrl-C stops.")
+            var how = speedFactor == nil ? " at max speed (starts when a client discovers)" : ""
+            if loop { how += ", looping every \(loaded.span) s" }
+            printLine("Simulating \"\(loaded.name)\"\(how): \(loaded.adapters.count) adapter(s), \(loaded.devices.count) device(s). Ctrl-C stops.")
         }
         let signal = await waitForStopSignal()
         await simulator.stop()
