@@ -117,7 +117,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
-        .testTarget(name: "CaptureImportTests", dependencies: ["CaptureImport", "BLEParsing", "BlueZSimulator", "DBus"]),
+        .testTarget(name: "CaptureImportTests", dependencies: ["CaptureImport", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
         // replayReadings (issue 8) runs a fixture through the simulator, client, repository and presenter.
