@@ -13,11 +13,16 @@ extension BlueZSimulator {
         guard !devices.isEmpty, count > 0 else { return }
         for k in 0..<count {
             let i = k % devices.count
-            var data = [UInt8](repeating: 0, count: 24)
-            data[0] = 0x05
-            data[1] = UInt8(truncatingIfNeeded: k >> 8)
-            data[2] = UInt8(truncatingIfNeeded: k)
-            for j in 3..<24 { data[j] = UInt8(truncatingIfNeeded: (k &* 31) &+ j) }
+            // A valid RuuviTag data format 5 frame (the ruuvi-sensor-protocols
+            // vector) with a new temperature and measurement sequence each time,
+            // so decoders see a real reading change.
+            var data: [UInt8] = [0x05, 0x12, 0xFC, 0x53, 0x94, 0xC3, 0x7C, 0x00, 0x04, 0xFF, 0xFC, 0x04, 0x0C,
+                                 0xAC, 0x36, 0x42, 0x00, 0xCD, 0xCB, 0xB8, 0x33, 0x4C, 0x88, 0x4F]
+            let temperature = UInt16(k % 8000)
+            data[1] = UInt8(temperature >> 8)
+            data[2] = UInt8(truncatingIfNeeded: temperature)
+            data[16] = UInt8(truncatingIfNeeded: k >> 8)
+            data[17] = UInt8(truncatingIfNeeded: k)
             let event = AdvertisementEvent(at: 0, rssi: Int16(-40 - (k % 51)), manufacturerData: [0x0499: data])
             await applyAdvertisement(device: i, event)
             if k % 1000 == 999, let connection {

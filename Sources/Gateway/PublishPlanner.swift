@@ -76,6 +76,10 @@ public struct PublishPlanner: Sendable {
         var discoveryKeys: [String]?
         /// A change waits for the minimum interval.
         var pending = false
+        /// The row and GATT readings `record`/`content` were built from: an
+        /// unchanged row costs a comparison, not a JSON encoding.
+        var source: DeviceListPresenter.Row?
+        var sourceGATT: [Reading] = []
     }
 
     public let options: Options
@@ -107,10 +111,25 @@ public struct PublishPlanner: Sendable {
             let extra = gatt[address] ?? []
             guard options.selection.includes(address, decodable: row.format != nil || !extra.isEmpty) else { continue }
             listed.insert(address)
-            let record = Self.record(row, extra: extra)
-            var device = devices[address] ?? Published(record: record)
-            device.record = record
-            device.content = Self.content(record)
+            var device: Published
+            /// Name, format or readings changed (or the device is new).
+            var contentChanged = true
+            if var known = devices[address] {
+                if known.source != row || known.sourceGATT != extra {
+                    known.record = Self.record(row, extra: extra)
+                    contentChanged = known.source.map { !Self.sameContent($0, row) } ?? true || known.sourceGATT != extra
+                    if contentChanged { known.content = Self.content(known.record) }
+                } else {
+                    contentChanged = false
+                }
+                device = known
+            } else {
+                let record = Self.record(row, extra: extra)
+                device = Published(record: record)
+                device.content = Self.content(record)
+            }
+            device.source = row
+            device.sourceGATT = extra
             if row.stale {
                 if device.online {
                     device.online = false
@@ -119,10 +138,12 @@ public struct PublishPlanner: Sendable {
                 devices[address] = device
                 continue
             }
-            let keys = ReadingKey.published(record.readings).map(\.key)
-            if options.discovery, device.discoveryKeys != keys {
-                out.append(contentsOf: HomeAssistantDiscovery.messages(for: record, topics: options.topics))
-                device.discoveryKeys = keys
+            if options.discovery, contentChanged || device.discoveryKeys == nil {
+                let keys = ReadingKey.published(device.record.readings).map(\.key)
+                if device.discoveryKeys != keys {
+                    out.append(contentsOf: HomeAssistantDiscovery.messages(for: device.record, topics: options.topics))
+                    device.discoveryKeys = keys
+                }
             }
             if !device.online {
                 device.online = true
@@ -203,6 +224,11 @@ public struct PublishPlanner: Sendable {
         let name = row.title == row.id.address.description ? nil : row.title
         return DeviceRecord(id: row.id, name: name, rssi: row.rssi, paired: row.paired, connected: row.connected,
                             trusted: row.trusted, format: row.format, readings: row.readings + extra, lastSeen: row.lastSeen)
+    }
+
+    /// Whether two rows give the same content (RSSI, last seen and flags aside).
+    static func sameContent(_ a: DeviceListPresenter.Row, _ b: DeviceListPresenter.Row) -> Bool {
+        a.title == b.title && a.format == b.format && a.readings == b.readings
     }
 
     static func content(_ record: DeviceRecord) -> [UInt8] {
