@@ -55,6 +55,8 @@ final class AdapterState {
     var sessions: Set<String> = []
     /// Filters set with SetDiscoveryFilter, by client unique name.
     var filters: [String: DiscoveryFilter] = [:]
+    /// Advertisement monitor applications (AdvertisementMonitorManager1.RegisterMonitor).
+    var monitorApps: [MonitorApp] = []
 
     init(spec: AdapterSpec, path: ObjectPath) {
         self.spec = spec
@@ -366,6 +368,7 @@ public actor BlueZSimulator {
             d.dropRegistrations()
         }
         for a in adapters {
+            dropMonitors(a)
             a.sessions = []
             a.filters = [:]
             a.discovering = false
@@ -474,6 +477,7 @@ public actor BlueZSimulator {
             d.pairing = nil
             d.dropRegistrations()
         }
+        releaseMonitors(a)
         a.sessions = []
         a.filters = [:]
         a.discovering = false
@@ -517,6 +521,10 @@ public actor BlueZSimulator {
         for a in adapters {
             a.filters[sender] = nil
             if a.sessions.remove(sender) != nil && a.sessions.isEmpty { discoveryStopped(a) }
+            if a.monitorApps.contains(where: { $0.sender == sender }) {
+                dropMonitors(a, sender: sender)
+                monitorsChanged(a)
+            }
         }
         for d in devices {
             for s in d.services {

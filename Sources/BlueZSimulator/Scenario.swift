@@ -7,6 +7,11 @@ public struct Scenario: Sendable {
     public var devices: [DeviceSpec]
     /// Times at which the whole service leaves the bus and comes back.
     public var outages: [Outage]
+    /// bluetoothd runs with its experimental interfaces (`--experimental`,
+    /// or `Experimental = true` in main.conf): adapters then offer
+    /// AdvertisementMonitorManager1 (passive scanning). Off by default, as
+    /// in bluetoothd.
+    public var experimental = false
 
     public struct Settings: Sendable {
         /// Seconds after which a device that is neither paired, trusted nor
