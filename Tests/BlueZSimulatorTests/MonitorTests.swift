@@ -151,7 +151,7 @@ let decodableMonitor: [String: DBusValue] = [
             #expect(app.calls.devices("DeviceFound", monitor: m0).sorted() == [atc, bthome, ruuviTag].sorted())
             #expect(app.calls.members(of: m0).filter { $0 == "Activate" }.count == 1)
 
-            // The pvvx thermometer stops advertising at 2 s: DeviceLost, then it ages out (1 s).
+            // The pvvx thermometer stops advertising at 3 s: DeviceLost, then it ages out (1 s).
             #expect(try await eventually { app.calls.devices("DeviceLost", monitor: m0) == [atc] })
             #expect(try await eventually { try await client.managedObjects(destination: "org.bluez")[try ObjectPath(atc)] == nil })
         }

@@ -128,7 +128,7 @@ private func first<E: Sendable>(_ events: AsyncStream<E>, within seconds: Double
             let events = monitor.events()
             try await waitFor(client, "BTHome and pvvx") { $0.devices[bthome] != nil && $0.devices[atc] != nil }
             #expect(try await eventually { monitor.foundDevices == [bthome, atc] })
-            // The pvvx thermometer stops advertising at 2 s: DeviceLost.
+            // The pvvx thermometer stops advertising at 3 s: DeviceLost.
             let lost = try await first(events) { if case .deviceLost = $0 { return true } else { return false } }
             #expect(lost == .deviceLost(atc, monitor: monitor.monitorPaths[0]))
             #expect(monitor.foundDevices == [bthome])
@@ -230,11 +230,11 @@ private func first<E: Sendable>(_ events: AsyncStream<E>, within seconds: Double
             let monitor = try await AdvertisementMonitor.register(client: client, adapter: hci0, patterns: [.serviceData(uuid16: 0xFCD2)])
             try await waitFor(client, "BTHome") { $0.devices[bthome] != nil }
             let before = try #require(client.mirror.serviceOwner)
-            // bluetoothd leaves at 1.5 s: nothing is active, nothing is found.
-            try await waitFor(client, "bluetoothd to leave") { !$0.available }
+            // bluetoothd leaves at 4 s: nothing is active, nothing is found.
+            try await waitFor(client, "bluetoothd to leave", seconds: 10) { !$0.available }
             #expect(!monitor.isActive)
             #expect(monitor.foundDevices.isEmpty)
-            // It returns at 2 s: the monitor is registered and activated again, and the device comes back.
+            // It returns at 4.5 s: the monitor is registered and activated again, and the device comes back.
             try await waitFor(client, "BTHome after the restart") { $0.available && $0.devices[bthome] != nil }
             #expect(try await eventually { monitor.isActive && monitor.foundDevices == [bthome] })
             #expect(client.mirror.serviceOwner != before)
