@@ -11,6 +11,10 @@ public enum BlueZInterface {
     public static let battery = "org.bluez.Battery1"
     public static let agentManager = "org.bluez.AgentManager1"
     public static let agent = "org.bluez.Agent1"
+    /// On each adapter object (bluetoothd's experimental interfaces; passive scanning).
+    public static let advertisementMonitorManager = "org.bluez.AdvertisementMonitorManager1"
+    /// Exported by the client below the root it registers.
+    public static let advertisementMonitor = "org.bluez.AdvertisementMonitor1"
     public static let properties = "org.freedesktop.DBus.Properties"
     public static let objectManager = "org.freedesktop.DBus.ObjectManager"
     /// Where AgentManager1 lives.

@@ -90,6 +90,11 @@ public final class BlueZMirror: Sendable {
     /// (nil after a successful enumeration).
     public var problem: BlueZError? { state.withLock { $0.problem } }
 
+    /// The unique bus name (":1.7") of the bluetoothd this mirror follows,
+    /// nil while `org.bluez` has no owner. Changes when bluetoothd restarts,
+    /// so it tells calls from the current bluetoothd from stale ones.
+    public var serviceOwner: String? { state.withLock { $0.owner } }
+
     /// How many signals have been applied so far (for benchmarks and tests).
     public var appliedChanges: UInt64 { state.withLock { $0.changes } }
 

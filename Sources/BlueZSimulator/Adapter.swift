@@ -83,9 +83,10 @@ extension BlueZSimulator {
             "Discovering": .boolean(false), "UUIDs": strings(spec.uuids), "Roles": strings(spec.roles),
             "Manufacturer": .uint16(spec.manufacturer), "Version": .byte(spec.version),
         ].merging(spec.modalias.map { ["Modalias": .string($0)] } ?? [:]) { $1 }
+        // The advertisement monitor manager is one of bluetoothd's experimental interfaces.
         a.registration = try await connection.export(a.path, interfaces: [
             DBusExportedInterface(Self.adapterDescription(methods, setters), values: values),
-        ])
+        ] + (scenario.experimental ? [monitorManagerInterface(id)] : []))
         // Devices bluetoothd remembers (paired or trusted) are there at once.
         for d in devices where d.adapterID == id && (d.paired || d.trusted) {
             try await exportDevice(d)
@@ -130,8 +131,12 @@ extension BlueZSimulator {
             a.discoverableTimer = nil
             a.registration?.setProperty(BlueZ.adapter, "Discoverable", .boolean(false))
             for d in devices where d.adapterID == id && d.connected { linkLost(d) }
+            monitorsPoweredOff(a)
             a.sessions = []
             if a.discovering { discoveryStopped(a) }
+        } else {
+            // Registered monitors outlive a power cycle; passive scanning resumes.
+            Task { [weak self] in await self?.monitorScan(adapterID: id) }
         }
     }
 
@@ -171,10 +176,11 @@ extension BlueZSimulator {
         log("discovery stopped on \(a.spec.id)")
         // As bluetoothd does when discovery ends: RSSI and TxPower describe
         // the last advertisement seen and are invalidated with it.
-        for d in devices where d.adapterID == a.spec.id && d.registration != nil {
+        // Devices an advertisement monitor still reports keep both.
+        for d in devices where d.adapterID == a.spec.id && d.registration != nil && !monitored(d, by: a) {
             d.registration?.removeProperties(BlueZ.device, ["RSSI", "TxPower"])
         }
-        for d in devices where d.adapterID == a.spec.id && d.registration != nil && !d.isKept {
+        for d in devices where d.adapterID == a.spec.id && d.registration != nil && !d.isKept && !(d.advertising && monitored(d, by: a)) {
             scheduleRemoval(d)
         }
     }
@@ -229,9 +235,10 @@ extension BlueZSimulator {
         return true
     }
 
-    /// Whether any discovery session of the adapter wants this device.
+    /// Whether any discovery session of the adapter, or an active
+    /// advertisement monitor (passive scanning), wants this device.
     func wanted(_ d: DeviceState, by a: AdapterState) -> Bool {
-        a.discovering && a.sessions.contains { matches(d, a.filters[$0]) }
+        (a.discovering && a.sessions.contains { matches(d, a.filters[$0]) }) || monitored(d, by: a)
     }
 
     func duplicatesWanted(_ a: AdapterState) -> Bool {

@@ -79,6 +79,8 @@ final class AdapterState {
     var sessions: Set<String> = []
     /// Filters set with SetDiscoveryFilter, by client unique name.
     var filters: [String: DiscoveryFilter] = [:]
+    /// Advertisement monitor applications (AdvertisementMonitorManager1.RegisterMonitor).
+    var monitorApps: [MonitorApp] = []
 
     init(spec: AdapterSpec, path: ObjectPath) {
         self.spec = spec
@@ -394,6 +396,7 @@ public actor BlueZSimulator {
             d.dropRegistrations()
         }
         for a in adapters {
+            dropMonitors(a)
             a.sessions = []
             a.filters = [:]
             a.discovering = false
@@ -506,6 +509,7 @@ public actor BlueZSimulator {
             d.pairing = nil
             d.dropRegistrations()
         }
+        releaseMonitors(a)
         a.sessions = []
         a.filters = [:]
         a.discovering = false
@@ -549,6 +553,10 @@ public actor BlueZSimulator {
         for a in adapters {
             a.filters[sender] = nil
             if a.sessions.remove(sender) != nil && a.sessions.isEmpty { discoveryStopped(a) }
+            if a.monitorApps.contains(where: { $0.sender == sender }) {
+                dropMonitors(a, sender: sender)
+                monitorsChanged(a)
+            }
         }
         for d in devices {
             for s in d.services {

@@ -47,7 +47,7 @@ extension BlueZSimulator {
             if d.spec.icon == nil, let icon = iconForAppearance(ap) { v["Icon"] = .string(icon) }
         }
         if let icon = d.spec.icon { v["Icon"] = .string(icon) }
-        if a.discovering && d.advertising { v["RSSI"] = .int16(d.rssi) }
+        if d.advertising && (a.discovering || monitored(d, by: a)) { v["RSSI"] = .int16(d.rssi) }
         if let tx = d.txPower { v["TxPower"] = .int16(tx) }
         if !d.manufacturerData.isEmpty { v["ManufacturerData"] = manufacturerDataValue(d.manufacturerData) }
         if !d.serviceData.isEmpty { v["ServiceData"] = serviceDataValue(d.serviceData) }
@@ -91,6 +91,8 @@ extension BlueZSimulator {
         d.publishedManufacturerData = d.manufacturerData
         d.publishedServiceData = d.serviceData
         log("device \(d.spec.address) (\(d.displayAlias)) appears")
+        // Whoever exported it, a monitor that matches it hears of it.
+        notifyMonitors(d, a)
         if d.paired && !d.spec.gatt.isEmpty && d.connected {
             await exportGATT(d)
         }
@@ -150,12 +152,14 @@ extension BlueZSimulator {
             d.advertising = p
             log("device \(d.spec.address) \(p ? "starts advertising" : "stops advertising")")
             if !p {
+                monitorsLose(d)
                 if d.registration != nil && !d.isKept { scheduleRemoval(d) }
                 return
             }
         }
         guard d.advertising, !d.blocked, let a = adapter(d.adapterID), wanted(d, by: a) else { return }
         await deviceSeen(d, duplicate: true)
+        notifyMonitors(d, a)
     }
 
     func applyBattery(device i: Int, _ percentage: UInt8) {
@@ -189,7 +193,7 @@ extension BlueZSimulator {
     func setTrusted(_ i: Int, _ on: Bool) {
         let d = devices[i]
         d.trusted = on
-        if !on, d.registration != nil, !d.isKept, let a = adapter(d.adapterID), !a.discovering { scheduleRemoval(d) }
+        if !on, d.registration != nil, !d.isKept, let a = adapter(d.adapterID), !a.discovering, !monitored(d, by: a) { scheduleRemoval(d) }
     }
 
     func setBlocked(_ i: Int, _ on: Bool) {

@@ -10,6 +10,9 @@ enum BlueZ {
     static let gattService = "org.bluez.GattService1"
     static let gattCharacteristic = "org.bluez.GattCharacteristic1"
     static let gattDescriptor = "org.bluez.GattDescriptor1"
+    static let advertisementMonitorManager = "org.bluez.AdvertisementMonitorManager1"
+    static let advertisementMonitor = "org.bluez.AdvertisementMonitor1"
+    static let objectManager = "org.freedesktop.DBus.ObjectManager"
     static let properties = "org.freedesktop.DBus.Properties"
 }
 

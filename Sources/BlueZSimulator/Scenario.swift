@@ -24,6 +24,12 @@ public struct Scenario: Sendable {
         self.outages = outages
     }
 
+    /// bluetoothd runs with its experimental interfaces (`--experimental`,
+    /// or `Experimental = true` in main.conf): adapters then offer
+    /// AdvertisementMonitorManager1 (passive scanning). Off by default, as
+    /// in bluetoothd.
+    public var experimental = false
+
     public struct Settings: Sendable {
         /// Seconds after which a device that is neither paired, trusted nor
         /// connected is removed once it is no longer seen (BlueZ's

@@ -217,8 +217,12 @@ struct ScenarioDecoder {
             case "devices":
                 for item in try array(node) { s.devices.append(try device(item)) }
             case "bluetoothd":
-                for (k, v) in try object(node, allowed: ["outages"]) where k == "outages" {
-                    s.outages = try outages(v)
+                for (k, v) in try object(node, allowed: ["outages", "experimental"]) {
+                    switch k {
+                    case "outages": s.outages = try outages(v)
+                    case "experimental": s.experimental = try bool(v)
+                    default: break
+                    }
                 }
             default: break
             }

@@ -19,7 +19,10 @@ extension Scenario {
             set.append(("serviceResolveDelay", .seconds(settings.serviceResolveDelay)))
         }
         if !set.isEmpty { top.append(("settings", .object(set))) }
-        if !outages.isEmpty { top.append(("bluetoothd", .object([("outages", Self.outagesJSON(outages))]))) }
+        var bluetoothd: [(String, JSONOut)] = []
+        if !outages.isEmpty { bluetoothd.append(("outages", Self.outagesJSON(outages))) }
+        if experimental { bluetoothd.append(("experimental", .bool(true))) }
+        if !bluetoothd.isEmpty { top.append(("bluetoothd", .object(bluetoothd))) }
         top.append(("adapters", .array(adapters.map(Self.adapterJSON))))
         top.append(("devices", .array(devices.map(Self.deviceJSON))))
         var out = ""

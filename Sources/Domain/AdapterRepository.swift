@@ -59,6 +59,22 @@ public struct AdapterRecord: Sendable, Equatable, Identifiable {
     }
 }
 
+/// A passive scan this repository runs on an adapter: advertisement
+/// monitors registered with bluetoothd (no discovery, no scan requests).
+public struct PassiveScan: Sendable, Equatable {
+    /// What the monitors match (see `PassiveScanPatterns`).
+    public var patterns: [AdvertisementPattern]
+    /// bluetoothd has activated the monitors. False while bluetoothd
+    /// restarts or the adapter is away, until they are registered again
+    /// (which the repository does by itself).
+    public var active: Bool
+
+    public init(patterns: [AdvertisementPattern], active: Bool) {
+        self.patterns = patterns
+        self.active = active
+    }
+}
+
 /// Every adapter, at one moment.
 public struct AdapterListSnapshot: Sendable, Equatable {
     public var bluetoothdAvailable: Bool
@@ -70,11 +86,17 @@ public struct AdapterListSnapshot: Sendable, Equatable {
     /// `discovering` may still be true because of another client). Kept
     /// while bluetoothd restarts: the session starts again by itself.
     public var discoveryFilters: [AdapterID: DiscoveryFilter]
+    /// The passive scan this repository runs on each adapter (an adapter
+    /// missing here has none of ours). Kept while bluetoothd restarts and
+    /// while the adapter is powered off: the monitors stay registered.
+    public var passiveScans: [AdapterID: PassiveScan]
 
-    public init(bluetoothdAvailable: Bool, adapters: [AdapterRecord] = [], discoveryFilters: [AdapterID: DiscoveryFilter] = [:]) {
+    public init(bluetoothdAvailable: Bool, adapters: [AdapterRecord] = [], discoveryFilters: [AdapterID: DiscoveryFilter] = [:],
+                passiveScans: [AdapterID: PassiveScan] = [:]) {
         self.bluetoothdAvailable = bluetoothdAvailable
         self.adapters = adapters
         self.discoveryFilters = discoveryFilters
+        self.passiveScans = passiveScans
     }
 }
 
@@ -91,6 +113,19 @@ public protocol AdapterRepository: Sendable {
     /// (`filter` is then ignored). Starting while a session runs with another
     /// filter restarts it with the new one; with the same filter it does nothing.
     func setScanning(_ on: Bool, adapter: AdapterID, filter: DiscoveryFilter) async throws(DomainError)
+    /// Starts passive scanning on `adapter`: advertisement monitors matching
+    /// `patterns` (`PassiveScanPatterns.decodable()` for everything the
+    /// parsing module decodes), or stops it (`patterns` is then ignored).
+    /// Starting with other patterns replaces the running scan; with the same
+    /// patterns it does nothing. Independent of `setScanning`: both may run.
+    func setPassiveScanning(_ on: Bool, adapter: AdapterID, patterns: [AdvertisementPattern]) async throws(DomainError)
+}
+
+extension AdapterRepository {
+    /// For repositories without passive scanning (test fakes): refuses to start, stopping is a no-op.
+    public func setPassiveScanning(_ on: Bool, adapter: AdapterID, patterns: [AdvertisementPattern]) async throws(DomainError) {
+        if on { throw DomainError("cannot start passive scanning on \(adapter.name): not supported here") }
+    }
 }
 
 /// The adapter repository over a live BlueZ mirror. Republishes on every
@@ -100,6 +135,10 @@ public final class BlueZAdapterRepository: AdapterRepository {
     private let client: BlueZClient
     private let confirmTimeout: Duration
     private let sessions = Mutex<[AdapterID: DiscoverySession]>([:])
+    /// Passive scans: the monitors and the task republishing on their events.
+    private let passive = Mutex<[AdapterID: (monitor: AdvertisementMonitor, follower: Task<Void, Never>)]>([:])
+    /// Numbers the monitor roots, so that a replacement never waits for the root of the one it replaces.
+    private let passiveGeneration = Mutex(0)
     private let store = StateStore(AdapterListSnapshot(bluetoothdAvailable: false), bufferLimit: 64)
     private let follower = Mutex<Task<Void, Never>?>(nil)
 
@@ -119,7 +158,10 @@ public final class BlueZAdapterRepository: AdapterRepository {
         follower.withLock { $0 = task }
     }
 
-    deinit { follower.withLock { $0?.cancel() } }
+    deinit {
+        follower.withLock { $0?.cancel() }
+        passive.withLock { p in for (_, entry) in p { entry.follower.cancel() } }
+    }
 
     public func snapshots() -> AsyncStream<AdapterListSnapshot> { store.states() }
 
@@ -172,6 +214,46 @@ public final class BlueZAdapterRepository: AdapterRepository {
         }
         refresh()
         await replaced?.stop()
+    }
+
+    public func setPassiveScanning(_ on: Bool, adapter: AdapterID, patterns: [AdvertisementPattern]) async throws(DomainError) {
+        guard on else {
+            let entry = passive.withLock { $0.removeValue(forKey: adapter) }
+            entry?.follower.cancel()
+            refresh()
+            await entry?.monitor.unregister()
+            return
+        }
+        var wanted: [AdvertisementPattern] = []
+        for p in patterns where !wanted.contains(p) { wanted.append(p) }
+        if let running = passive.withLock({ $0[adapter]?.monitor }), running.patterns == wanted { return }
+        let what = "start passive scanning on \(adapter.name)"
+        try check(adapter, what)
+        let generation = passiveGeneration.withLock { n -> Int in
+            n += 1
+            return n
+        }
+        let root = try? AdvertisementMonitor.defaultPath(for: adapter).appending("scan\(generation)")
+        let monitor: AdvertisementMonitor
+        do {
+            monitor = try await AdvertisementMonitor.register(client: client, adapter: adapter, patterns: wanted, path: root)
+        } catch {
+            refresh()
+            throw DomainError("cannot \(what): \(BlueZAdapterRepository.reason(error))")
+        }
+        // bluetoothd's Activate/Release (a restart, the adapter leaving) change `active`.
+        let events = monitor.events()
+        let follower = Task { [weak self] in
+            for await _ in events { self?.refresh() }
+        }
+        // Another call may have started one meanwhile: the newest wins.
+        let replaced = passive.withLock { p -> (monitor: AdvertisementMonitor, follower: Task<Void, Never>)? in
+            defer { p[adapter] = (monitor, follower) }
+            return p[adapter]
+        }
+        replaced?.follower.cancel()
+        refresh()
+        await replaced?.monitor.unregister()
     }
 
     // MARK: Internals
@@ -239,9 +321,13 @@ public final class BlueZAdapterRepository: AdapterRepository {
                 }
                 return s.mapValues { $0.filter ?? DiscoveryFilter() }
             }
+            // Unlike discovery, monitors outlive a power cycle: nothing to release.
+            let passiveScans = passive.withLock { p in
+                p.mapValues { PassiveScan(patterns: $0.monitor.patterns, active: $0.monitor.isActive) }
+            }
             published = AdapterListSnapshot(bluetoothdAvailable: snap.available,
                                             adapters: snap.sortedAdapters.map(AdapterRecord.init),
-                                            discoveryFilters: filters)
+                                            discoveryFilters: filters, passiveScans: passiveScans)
         }
         for session in released { Task { await session.stop() } }
     }

@@ -253,6 +253,8 @@ public final class GatewayRuntime: Sendable {
         await agent?.unregister()
         if options.activeScan {
             try? await adapters.setScanning(false, adapter: adapterID, filter: options.filter)
+        } else {
+            try? await adapters.setPassiveScanning(false, adapter: adapterID, patterns: [])
         }
         parts.withLock { $0.mqtt = nil; $0.publisher = nil; $0.agent = nil; $0.http = nil; $0.tasks = [] }
         logger.info("gateway stopped")
@@ -355,8 +357,25 @@ public final class GatewayRuntime: Sendable {
                 }
                 continue
             }
+            if !options.activeScan {
+                // Passive: advertisement monitors for every format we decode; the
+                // repository registers them again after bluetoothd restarts.
+                guard snapshot.passiveScans[id] == nil, !requested else { continue }
+                do throws(DomainError) {
+                    try await adapters.setPassiveScanning(true, adapter: id, patterns: PassiveScanPatterns.decodable())
+                    requested = true
+                    failures = 0
+                    logger.info("passive scanning on \(id.name)")
+                } catch {
+                    failures += 1
+                    metrics.update { $0.dbusErrors += 1 }
+                    logger.error("cannot scan passively on \(id.name): \(error.description)")
+                    do { try await Task.sleep(for: .seconds(min(60, 2 * failures))) } catch { return }
+                }
+                continue
+            }
             if snapshot.discoveryFilters[id] != nil { requested = false; continue }
-            guard options.activeScan, !requested else { continue }
+            guard !requested else { continue }
             do throws(DomainError) {
                 try await adapters.setScanning(true, adapter: id, filter: options.filter)
                 requested = true

@@ -7,6 +7,33 @@ import Testing
 /// simulator must be faithful enough that a real client works unchanged.
 @Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/bluetoothctl")))
 struct BluetoothctlTests {
+    @Test func passiveScanningWithBluetoothctlsMonitor() async throws {
+        try await withSimulator(try loadScenario("test-passive.json")) { bus, _, _ in
+            let session = try await bluetoothctl([], bus: bus, script: [
+                "sleep 0.5",
+                "menu monitor",
+                "get-supported-info",
+                "add-or-pattern 0 22 d2fc",
+                "sleep 1.5",
+                "back",
+                "devices",
+                "quit",
+            ])
+            let out = session.output
+            // bluetoothctl registers its monitor application as soon as it sees the manager...
+            #expect(out.contains("AdvertisementMonitor path registered"), "\(out)")
+            #expect(out.contains("Supported Moniter Types: or_patterns"), "\(out)")
+            // ...and its pattern (0x16 service data, UUID 0xFCD2 little-endian) finds the BTHome sensor without discovery.
+            #expect(out.contains("Advertisement Monitor 0 added"), "\(out)")
+            #expect(out.contains("[NEW] Device A4:C1:38:8D:18:B2 SBHT-003C"), "\(out)")
+            #expect(out.contains("[CHG] Device A4:C1:38:8D:18:B2 ServiceData Key: 0000fcd2-0000-1000-8000-00805f9b34fb"), "\(out)")
+            #expect(!out.contains("Discovering: yes"), "\(out)")
+            for other in ["CB:B8:33:4C:88:4F", "A4:C1:38:5A:1B:2C", "C4:7C:8D:6A:3E:01", "E4:5F:01:AA:10:01"] {
+                #expect(!out.contains("Device \(other)"), "\(other) matches no pattern")
+            }
+        }
+    }
+
     @Test func listShowAndScan() async throws {
         try await withSimulator(try loadScenario("test-basic.json")) { bus, _, _ in
             let list = try await bluetoothctl(["list"], bus: bus)

@@ -70,11 +70,22 @@ import Testing
         #expect(target.message.contains("no characteristic with UUID 00002a99"))
     }
 
-    @Test(arguments: ["demo-home.json", "test-basic.json", "test-faults.json", "test-outage.json"])
+    @Test(arguments: ["demo-home.json", "test-basic.json", "test-faults.json", "test-outage.json", "test-passive.json", "test-passive-outage.json"])
     func fixturesParse(_ name: String) throws {
         let s = try loadScenario(name)
         #expect(!s.devices.isEmpty)
         #expect(!s.adapters.isEmpty)
+    }
+
+    @Test func experimentalIsOffUnlessAsked() throws {
+        #expect(try loadScenario("test-basic.json").experimental == false)
+        #expect(try loadScenario("demo-home.json").experimental == true)
+        do {
+            _ = try Scenario.parse(#"{ "bluetoothd": { "experimental": "yes" } }"#)
+            Issue.record("a string is not a boolean")
+        } catch {
+            #expect(error.path == "bluetoothd.experimental", "\(error)")
+        }
     }
 
     @Test func normalizesUUIDsAndHex() {

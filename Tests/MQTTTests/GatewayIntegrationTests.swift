@@ -23,7 +23,7 @@ struct GatewayHarness {
         : Logger(label: "gateway-test", factory: { _ in SwiftLogNoOpLogHandler() })
 
     static func start(_ scenario: Scenario, broker: Broker?, watched: [BluetoothAddress: [String]] = [:],
-                      http: GatewayOptions.HTTPOptions? = nil) async throws -> GatewayHarness {
+                      http: GatewayOptions.HTTPOptions? = nil, activeScan: Bool = true) async throws -> GatewayHarness {
         let bus = try PrivateBus.start()
         let simulator = BlueZSimulator(scenario: scenario)
         do {
@@ -38,7 +38,8 @@ struct GatewayHarness {
                 mqtt = config
             }
             let options = GatewayOptions(topics: GatewayTopics(gatewayID: "test"), stateDirectory: directory,
-                                         policy: PublishPolicy(minInterval: 0, heartbeat: nil), watched: watched, mqtt: mqtt, http: http)
+                                         policy: PublishPolicy(minInterval: 0, heartbeat: nil), activeScan: activeScan,
+                                         watched: watched, mqtt: mqtt, http: http)
             let runtime = try await GatewayRuntime.start(bus: .address(bus.address), options: options, logger: quiet)
             runtime.run()
             return GatewayHarness(bus: bus, simulator: simulator, runtime: runtime, directory: directory)
@@ -186,6 +187,20 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
             #expect(rates.allSatisfy { (40...220).contains($0) })
             let metrics = gateway.runtime.metrics.render()
             #expect(metrics.contains("blecompanion_connections_total 1"), "\(metrics)")
+            await gateway.stop()
+            await watcher.disconnect()
+        }
+    }
+
+    @Test func passiveScanningPublishesWithoutDiscovery() async throws {
+        try await withBroker { broker in
+            let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
+            let inbox = Inbox(try await watcher.subscribe("blecompanion/test/+/state", qos: .atLeastOnce))
+            let gateway = try await GatewayHarness.start(try demoScenario(), broker: broker, activeScan: false)
+            let seen = await inbox.wait(timeout: .seconds(20)) { $0.contains { $0.topic == "\(Self.ruuvi)/state" } }
+            #expect(seen.contains { $0.topic == "\(Self.ruuvi)/state" }, "the Ruuvi tag is heard through an advertisement monitor")
+            let adapter = try #require(gateway.runtime.client.mirror.snapshot().sortedAdapters.first)
+            #expect(adapter.discovering == false, "no discovery session: passive")
             await gateway.stop()
             await watcher.disconnect()
         }
