@@ -82,6 +82,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
         var session: DiscoverySession?
         var decoded = AdvertisementCache()
         var advertisements: UInt64 = 0
+        /// The records last published, and where each device is among them.
+        var records: [DeviceRecord] = []
+        var index: [DeviceID: Int] = [:]
+        var scanning = false
     }
     private let state = Mutex(State())
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
@@ -111,9 +115,11 @@ public final class BlueZDeviceRepository: DeviceRepository {
             for await event in events {
                 guard let self else { return }
                 var touched: [DeviceID] = []
-                if case let .propertiesChanged(path, BlueZInterface.device, changed, _) = event,
+                if case let .propertiesChanged(path, BlueZInterface.device, changed, invalidated) = event,
                    changed.keys.contains(where: { $0 == "RSSI" || $0 == "ManufacturerData" || $0 == "ServiceData" }),
                    let id = DeviceID(path: path) {
+                    // The common case (an advertisement): only this device's record changes.
+                    if invalidated.isEmpty, changed.keys.allSatisfy(Self.advertisementProperties.contains), self.refreshOne(id) { continue }
                     touched.append(id)
                 } else if case let .interfacesAdded(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
                     touched.append(id)
@@ -183,6 +189,54 @@ public final class BlueZDeviceRepository: DeviceRepository {
         return (.available, adapter)
     }
 
+    /// Properties an advertisement changes; a change of only these touches one record.
+    static let advertisementProperties: Set<String> = ["RSSI", "ManufacturerData", "ServiceData", "TxPower"]
+
+    /// Rebuilds only `id`'s record in the last published list. False when
+    /// that is not enough (availability or scanning changed, the device is
+    /// not in the list): the caller then refreshes everything.
+    private func refreshOne(_ id: DeviceID) -> Bool {
+        let snap = client.mirror.snapshot()
+        let (availability, adapter) = availability(snap)
+        guard availability == .available, let adapter, let device = snap.devices[id], device.id.adapter == adapter.id else { return false }
+        let time = now()
+        let record: DeviceRecord? = state.withLock { s in
+            guard let index = s.index[id], index < s.records.count, s.records[index].id == id,
+                  s.scanning == (adapter.discovering == true) else { return nil }
+            s.lastSeen[id] = time
+            s.advertisements &+= 1
+            let models = s.decoded.models(for: device, bindkey: bindkeys(device.address))
+            let record = makeRecord(device, models, lastSeen: time)
+            s.records[index] = record
+            return record
+        }
+        guard let record else { return false }
+        store.update { snapshot in
+            if let i = snapshot.devices.firstIndex(where: { $0.id == id }) { snapshot.devices[i] = record }
+        }
+        return true
+    }
+
+    private func makeRecord(_ d: Device, _ decoded: [AdvertisementModel], lastSeen: Date?) -> DeviceRecord {
+        var r = DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
+                             trusted: d.trusted, format: decoded.first?.formatName,
+                             readings: decoded.flatMap(\.readings), lastSeen: lastSeen)
+        if let m = memory[d.id] {
+            r.firstSeen = m.firstSeen
+            if r.lastSeen == nil {
+                // Not heard this session: what we remember, marked as such.
+                r.lastSeen = m.lastSeen
+                r.name = r.name ?? m.name
+                if r.readings.isEmpty {
+                    r.format = r.format ?? m.format
+                    r.readings = m.latest
+                    r.remembered = true
+                }
+            }
+        }
+        return r
+    }
+
     private func refresh(changed: [DeviceID]) {
         let snap = client.mirror.snapshot()
         let (availability, adapter) = availability(snap)
@@ -207,24 +261,11 @@ public final class BlueZDeviceRepository: DeviceRepository {
             }
             return devices.map { d in s.decoded.models(for: d, bindkey: bindkeys(d.address)) }
         }
-        let records = zip(devices, models).map { d, decoded in
-            var r = DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
-                                 trusted: d.trusted, format: decoded.first?.formatName,
-                                 readings: decoded.flatMap(\.readings), lastSeen: lastSeen[d.id])
-            if let m = memory[d.id] {
-                r.firstSeen = m.firstSeen
-                if r.lastSeen == nil {
-                    // Not heard this session: what we remember, marked as such.
-                    r.lastSeen = m.lastSeen
-                    r.name = r.name ?? m.name
-                    if r.readings.isEmpty {
-                        r.format = r.format ?? m.format
-                        r.readings = m.latest
-                        r.remembered = true
-                    }
-                }
-            }
-            return r
+        let records = zip(devices, models).map { d, decoded in makeRecord(d, decoded, lastSeen: lastSeen[d.id]) }
+        state.withLock { s in
+            s.records = records
+            s.index = Dictionary(records.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { a, _ in a })
+            s.scanning = adapter?.discovering == true
         }
         store.update { $0 = DeviceListSnapshot(availability: availability, scanning: adapter?.discovering == true, devices: records) }
     }
