@@ -9,9 +9,16 @@ extension BlueZSimulator {
     ///
     /// Every 1 000 changes it waits for a round trip to the bus, so the
     /// flood cannot queue more than that in this process.
-    public func floodAdvertisements(count: Int) async {
+    ///
+    /// `perSecond`: paced at that rate (the schedule is kept from the start,
+    /// so a late wake-up is caught up, not added); nil: as fast as possible.
+    public func floodAdvertisements(count: Int, perSecond: Double? = nil) async {
         guard !devices.isEmpty, count > 0 else { return }
+        let start = ContinuousClock.now
         for k in 0..<count {
+            if let perSecond, perSecond > 0, k % 10 == 0 {
+                try? await Task.sleep(until: start + .seconds(Double(k) / perSecond), clock: .continuous)
+            }
             let i = k % devices.count
             // A valid RuuviTag data format 5 frame (the ruuvi-sensor-protocols
             // vector) with a new temperature and measurement sequence each time,

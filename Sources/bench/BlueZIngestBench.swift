@@ -76,11 +76,13 @@ enum BlueZIngestBench {
             while let line = readLine() {
                 let parts = line.split(separator: " ")
                 if parts.first == "quit" { break }
-                if parts.count == 2, parts[0] == "flood", let n = Int(parts[1]), n > 0 {
-                    await simulator.floodAdvertisements(count: n)
+                if parts.count >= 2, parts.count <= 3, parts[0] == "flood", let n = Int(parts[1]), n > 0 {
+                    // `flood N` as fast as possible; `flood N RATE` paced at RATE changes per second.
+                    let rate = parts.count == 3 ? Double(parts[2]) : nil
+                    await simulator.floodAdvertisements(count: n, perSecond: rate)
                     printFlushed("DONE")
                 } else {
-                    writeError("bench bluez-sim: expected `flood N` or `quit`, got \"\(line)\"")
+                    writeError("bench bluez-sim: expected `flood N [RATE]` or `quit`, got \"\(line)\"")
                 }
             }
             await simulator.stop()

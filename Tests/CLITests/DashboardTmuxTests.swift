@@ -76,7 +76,7 @@ final class Tmux: @unchecked Sendable {
 
     /// Waits until the pane satisfies `condition` (polling the real
     /// terminal's contents is the only way to observe it).
-    func waitFor(_ what: String, seconds: Double = 20, _ condition: (String) -> Bool) async -> String? {
+    func waitFor(_ what: String, seconds: Double = 40, _ condition: (String) -> Bool) async -> String? {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while ContinuousClock.now < deadline {
             let s = await screen()
@@ -88,7 +88,7 @@ final class Tmux: @unchecked Sendable {
         return nil
     }
 
-    func waitFor(_ text: String, seconds: Double = 20) async -> String? {
+    func waitFor(_ text: String, seconds: Double = 40) async -> String? {
         await waitFor("“\(text)”", seconds: seconds) { $0.contains(text) }
     }
 

@@ -266,7 +266,7 @@ import Testing
         }
         #expect(response.status == 408)
         #expect(response.text == "request head not complete within 0.3 s\n")
-        #expect(linesSent >= 2 && linesSent < 10, "answered about 300 ms in, while the client was still sending (\(linesSent) lines)")
+        #expect(linesSent >= 2 && linesSent < 30, "answered after the 300 ms head timeout, while the client was still sending (\(linesSent) lines; a loaded machine answers later)")
         #expect(closed)
     }
 

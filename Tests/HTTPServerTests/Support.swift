@@ -245,7 +245,7 @@ final class Signal: Sendable {
     }
 
     /// True when fired within `timeout`.
-    func wait(timeout: Duration = .seconds(5)) async -> Bool {
+    func wait(timeout: Duration = .seconds(20)) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let id: Int? = state.withLock { s in
                 if s.fired { return nil }
