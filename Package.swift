@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
         .testTarget(name: "PresenterTests", dependencies: [
-            "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer",
+            "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer", "TestSupport",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus", "TestSupport"]),

@@ -1,3 +1,4 @@
+import BLEParsing
 /// A JSON value with members in insertion order, written the way the
 /// scenario files in fixtures/scenarios are: two-space indentation, short
 /// objects and arrays (timeline events, flag lists) on one line.
@@ -107,24 +108,10 @@ public indirect enum JSONText: Equatable, Sendable {
         }
     }
 
+    /// A JSON string literal (BLEParsing's writer: the same escapes as every JSON we write).
     static func quote(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
+        var out = ""
+        JSON.writeString(s, into: &out)
+        return out
     }
 }

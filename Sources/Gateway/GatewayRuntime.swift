@@ -357,34 +357,30 @@ public final class GatewayRuntime: Sendable {
                 }
                 continue
             }
-            if !options.activeScan {
-                // Passive: advertisement monitors for every format we decode; the
-                // repository registers them again after bluetoothd restarts.
-                guard snapshot.passiveScans[id] == nil, !requested else { continue }
-                do throws(DomainError) {
-                    try await adapters.setPassiveScanning(true, adapter: id, patterns: PassiveScanPatterns.decodable())
-                    requested = true
-                    failures = 0
-                    logger.info("passive scanning on \(id.name)")
-                } catch {
-                    failures += 1
-                    metrics.update { $0.dbusErrors += 1 }
-                    logger.error("cannot scan passively on \(id.name): \(error.description)")
-                    do { try await Task.sleep(for: .seconds(min(60, 2 * failures))) } catch { return }
-                }
+            let passive = !options.activeScan
+            if passive {
+                // Advertisement monitors for every format we decode; the repository
+                // registers them again after bluetoothd restarts.
+                guard snapshot.passiveScans[id] == nil else { continue }
+            } else if snapshot.discoveryFilters[id] != nil {
+                requested = false
                 continue
             }
-            if snapshot.discoveryFilters[id] != nil { requested = false; continue }
             guard !requested else { continue }
+            let what = passive ? "passive scanning" : "scanning"
             do throws(DomainError) {
-                try await adapters.setScanning(true, adapter: id, filter: options.filter)
+                if passive {
+                    try await adapters.setPassiveScanning(true, adapter: id, patterns: PassiveScanPatterns.decodable())
+                } else {
+                    try await adapters.setScanning(true, adapter: id, filter: options.filter)
+                }
                 requested = true
                 failures = 0
-                logger.info("scanning on \(id.name)")
+                logger.info("\(what) on \(id.name)")
             } catch {
                 failures += 1
                 metrics.update { $0.dbusErrors += 1 }
-                logger.error("cannot start scanning on \(id.name): \(error.description)")
+                logger.error("cannot start \(what) on \(id.name): \(error.description)")
                 // Try again after a pause (the next snapshot would retry at once).
                 do { try await Task.sleep(for: .seconds(min(60, 2 * failures))) } catch { return }
             }
@@ -570,10 +566,13 @@ actor PublishingLoop {
     private var gatt: [BluetoothAddress: [Reading]] = [:]
     private var lastList: Loadable<[DeviceListPresenter.Row]> = .loading
     private let deadline = StateStore<Date?>(nil)
+    /// After ``allOffline()``: a list state still in flight must not bring devices back.
+    private var stopped = false
 
     init(planner: PublishPlanner) { self.planner = planner }
 
     func listChanged(_ list: Loadable<[DeviceListPresenter.Row]>, now: Date) -> [OutgoingMessage] {
+        guard !stopped else { return [] }
         lastList = list
         let out = planner.update(list, gatt: gatt, now: now)
         deadline.update { $0 = planner.nextDeadline }
@@ -586,6 +585,7 @@ actor PublishingLoop {
     }
 
     func tick(now: Date) -> [OutgoingMessage] {
+        guard !stopped else { return [] }
         let out = planner.tick(now: now)
         deadline.update { $0 = planner.nextDeadline }
         return out
@@ -593,7 +593,9 @@ actor PublishingLoop {
 
     /// Every online device goes offline (shutdown).
     func allOffline() -> [OutgoingMessage] {
-        planner.update(.unavailable("gateway stopping"), now: Date())
+        stopped = true
+        deadline.update { $0 = nil }
+        return planner.update(.unavailable("gateway stopping"), now: Date())
     }
 
     func onlineCount() -> Int { planner.devices.values.filter(\.online).count }

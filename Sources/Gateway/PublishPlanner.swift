@@ -98,7 +98,7 @@ public struct PublishPlanner: Sendable {
             if case .loading = list { return [] }
             // bluetoothd gone, no adapter, adapter off: nothing is heard.
             bluetoothAvailable = false
-            for address in devices.keys.sorted() where devices[address]?.online == true {
+            for address in devices.compactMap({ $0.value.online ? $0.key : nil }).sorted() {
                 devices[address]?.online = false
                 out.append(options.topics.deviceAvailabilityMessage(address, online: false))
             }
@@ -160,7 +160,8 @@ public struct PublishPlanner: Sendable {
             }
             devices[address] = device
         }
-        for address in devices.keys.sorted() where !listed.contains(address) && devices[address]?.online == true {
+        let gone = devices.compactMap { $0.value.online && !listed.contains($0.key) ? $0.key : nil }
+        for address in gone.sorted() {
             devices[address]?.online = false
             out.append(options.topics.deviceAvailabilityMessage(address, online: false))
         }
@@ -172,9 +173,13 @@ public struct PublishPlanner: Sendable {
     /// minimum interval, and heartbeats.
     public mutating func tick(now: Date) -> [OutgoingMessage] {
         var out: [OutgoingMessage] = []
-        for address in devices.keys.sorted() {
-            guard var device = devices[address], device.online, let due = Self.due(device, policy: options.policy),
-                  due <= now else { continue }
+        // Only the due ones are sorted (this runs after every list state).
+        let due = devices.compactMap { entry -> BluetoothAddress? in
+            guard entry.value.online, let at = Self.due(entry.value, policy: options.policy), at <= now else { return nil }
+            return entry.key
+        }
+        for address in due.sorted() {
+            guard var device = devices[address] else { continue }
             out.append(publish(&device, now: now))
             devices[address] = device
         }

@@ -105,9 +105,14 @@ enum GatewayBench {
                 case "settle":
                     // Until the mirror has every change, then nothing more arrives (1 s quiet) and the outbox is empty.
                     let expected = words.count > 1 ? UInt64(words[1]) ?? 0 : 0
-                    let deadline = ContinuousClock.now + .seconds(3600)
-                    while runtime.bluezChangesApplied - appliedStart < expected, ContinuousClock.now < deadline {
+                    // (A client that fell behind loses the oldest signals and resynchronises, so the
+                    // count may stop short: then it waits until it has not moved for 2 s.)
+                    var last = runtime.bluezChangesApplied
+                    var still = ContinuousClock.now
+                    while runtime.bluezChangesApplied - appliedStart < expected, ContinuousClock.now - still < .seconds(2) {
                         try await Task.sleep(for: .milliseconds(50))
+                        let now = runtime.bluezChangesApplied
+                        if now != last { last = now; still = .now }
                     }
                     try await Task.sleep(for: .milliseconds(200))
                     while counter.quietFor < .seconds(1) || runtime.metrics.current.queueDepth > 0 {

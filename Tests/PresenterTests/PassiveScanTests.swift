@@ -5,6 +5,7 @@ import DBus
 import Domain
 import Foundation
 import Testing
+import TestSupport
 
 /// Passive scanning through the adapter repository, against the simulator.
 @Suite(.timeLimit(.minutes(1))) struct PassiveScanTests {

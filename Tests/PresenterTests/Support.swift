@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 import BlueZ
 import BlueZSimulator
 import DBus
@@ -122,25 +123,6 @@ struct Simulated {
             bus.stop()
             throw error
         }
-    }
-}
-
-/// The first element of `stream` that satisfies `condition`, or nil after
-/// `seconds` (a real timeout, even if the stream goes quiet).
-func first<Element: Sendable>(_ stream: AsyncStream<Element>, within seconds: Double = 10,
-                              _ condition: @escaping @Sendable (Element) -> Bool) async -> Element? {
-    await withTaskGroup(of: Element?.self) { group in
-        group.addTask {
-            for await element in stream where condition(element) { return element }
-            return nil
-        }
-        group.addTask {
-            try? await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        let result = await group.next() ?? nil
-        group.cancelAll()
-        return result
     }
 }
 

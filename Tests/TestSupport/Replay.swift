@@ -71,7 +71,7 @@ public func replayReadings(scenario: Scenario, speed: ReplaySpeed = .max, until:
     let caughtUp: @Sendable () async -> Void = {
         guard let (client, presenter) = pipeline.withLock({ $0 }) else { return }
         let expected = expectedReadings(client.mirror.snapshot())
-        _ = await firstState(presenter.states(), within: 10) { shows($0, expected) }
+        _ = await first(presenter.states(), within: 10) { shows($0, expected) }
     }
     let options: SimulatorOptions
     switch speed {
@@ -103,7 +103,7 @@ public func replayReadings(scenario: Scenario, speed: ReplaySpeed = .max, until:
         }
         // The presenter shows what the mirror holds (nothing left in flight)…
         let deadline = ContinuousClock.now + .seconds(10)
-        while await firstState(presenter.states(), within: 0.5, { shows($0, expectedReadings(client.mirror.snapshot())) }) == nil {
+        while await first(presenter.states(), within: 0.5, { shows($0, expectedReadings(client.mirror.snapshot())) }) == nil {
             guard ContinuousClock.now < deadline else { throw ReplayError(description: "the presenter did not catch up with the client") }
         }
         // …and every state it emitted has been folded in.
@@ -148,7 +148,8 @@ func shows(_ state: DeviceListPresenter.State, _ expected: [DeviceID: [Reading]]
 }
 
 /// The first element of `stream` that satisfies `condition`, or nil after `seconds`.
-func firstState<E: Sendable>(_ stream: AsyncStream<E>, within seconds: Double, _ condition: @escaping @Sendable (E) -> Bool) async -> E? {
+public func first<E: Sendable>(_ stream: AsyncStream<E>, within seconds: Double = 10,
+                               _ condition: @escaping @Sendable (E) -> Bool) async -> E? {
     await withTaskGroup(of: E?.self) { group in
         group.addTask {
             for await e in stream where condition(e) { return e }
