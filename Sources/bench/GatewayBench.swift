@@ -19,7 +19,7 @@ import Glibc
 /// Prints READY once every device's first state arrived, then obeys lines
 /// on standard input: `measure` (starts the CPU/wall clock; the script then
 /// floods the simulator), `settle N` (waits until the client's mirror applied
-/// the N changes, then until nothing arrived for 1 s and the outbox is empty,
+/// the N changes, then until nothing arrived for 2 s and the outbox is empty,
 /// then prints one JSON line), `quit`.
 ///
 /// `bench mqtt-publish --broker-port P --count N`: the baseline — one
@@ -49,12 +49,15 @@ enum GatewayBench {
         var quietFor: Duration { ContinuousClock.now - lastAt.withLock { $0 } }
         func add() {
             count.add(1, ordering: .relaxed)
-            lastAt.withLock { $0 = .now }
+            touch()
         }
+        /// Quiet time counts from now (the start of a measurement).
+        func touch() { lastAt.withLock { $0 = .now } }
     }
 
     static func subscribe(port: Int, filter: String) async throws -> (MQTTClient, Counter, Task<Void, Never>) {
-        let client = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: port, clientID: "bench-subscriber"))
+        // A client id of its own: two clients with one id make the broker drop the older one.
+        let client = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: port, clientID: "bench-subscriber-\(getpid())"))
         let messages = try await client.subscribe(filter, qos: .atLeastOnce)
         let counter = Counter()
         let task = Task { for await _ in messages { counter.add() } }
@@ -101,9 +104,10 @@ enum GatewayBench {
                     start = .now
                     advertisementsStart = runtime.metrics.current.advertisements
                     appliedStart = runtime.bluezChangesApplied
+                    counter.touch()
                     printFlushed("MEASURING")
                 case "settle":
-                    // Until the mirror has every change, then nothing more arrives (1 s quiet) and the outbox is empty.
+                    // Until the mirror has every change, then nothing more arrives (2 s quiet) and the outbox is empty.
                     let expected = words.count > 1 ? UInt64(words[1]) ?? 0 : 0
                     // (A client that fell behind loses the oldest signals and resynchronises, so the
                     // count may stop short: then it waits until it has not moved for 2 s.)
@@ -115,7 +119,7 @@ enum GatewayBench {
                         if now != last { last = now; still = .now }
                     }
                     try await Task.sleep(for: .milliseconds(200))
-                    while counter.quietFor < .seconds(1) || runtime.metrics.current.queueDepth > 0 {
+                    while counter.quietFor < .seconds(2) || runtime.metrics.current.queueDepth > 0 {
                         runtime.refreshMetrics()
                         try await Task.sleep(for: .milliseconds(100))
                     }
