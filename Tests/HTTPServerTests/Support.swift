@@ -62,7 +62,7 @@ final class RawClient {
     private let timeout: Int32
 
     /// `receiveBuffer` (SO_RCVBUF) makes a client that does not read stall the server's sends early.
-    init(host: String = "127.0.0.1", port: Int, timeout: Int32 = 5000, receiveBuffer: Int32? = nil) throws {
+    init(host: String = "127.0.0.1", port: Int, timeout: Int32 = 30_000, receiveBuffer: Int32? = nil) throws {
         self.timeout = timeout
         var v4 = sockaddr_in()
         var v6 = sockaddr_in6()
