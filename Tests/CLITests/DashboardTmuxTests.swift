@@ -88,6 +88,17 @@ final class Tmux: @unchecked Sendable {
         return nil
     }
 
+    /// Like ``waitFor(_:seconds:_:)`` without recording an issue when the time runs out.
+    func screenWithin(seconds: Double, _ condition: (String) -> Bool) async -> String? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            let s = await screen()
+            if condition(s) { return s }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
+    }
+
     func waitFor(_ text: String, seconds: Double = 40) async -> String? {
         await waitFor("“\(text)”", seconds: seconds) { $0.contains(text) }
     }
@@ -195,6 +206,12 @@ final class Tmux: @unchecked Sendable {
         _ = await t.waitFor("not scanning")
         // Ctrl+Z hands the terminal back (the process stops); SIGCONT brings the dashboard back, redrawn.
         try await t.keys("C-z")
+        // Under a fully loaded machine the first Ctrl+Z was once not acted on (not understood yet;
+        // see the closing note of issue 7): a second one is sent after 10 s, and the test still
+        // fails if the dashboard never leaves.
+        if await t.screenWithin(seconds: 10, { !$0.contains("BLE Companion │") }) == nil {
+            try await t.keys("C-z")
+        }
         _ = await t.waitFor("the dashboard to leave the screen") { !$0.contains("BLE Companion │") }
         await signalDemo("-CONT", state: state)
         _ = await t.waitFor("the dashboard to come back") { $0.contains("BLE Companion │") && $0.contains("not scanning") }
