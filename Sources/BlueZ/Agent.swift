@@ -86,11 +86,19 @@ public final class BlueZAgent: Sendable {
             throw error
         }
         let events = client.mirror.events(bufferCapacity: 64)
+        // The bluetoothd (name owner) the agent is registered with: the
+        // availability event and the manager's InterfacesAdded can both
+        // arrive after the mirror already shows the manager, and one
+        // bluetoothd must get one registration.
+        let registeredWith = Mutex<String?>(client.mirror.serviceOwner)
         let task = Task { [weak agent] in
             // A restarted bluetoothd takes its name before it exports
             // AgentManager1: register once the manager object is there.
             for await event in events {
                 switch event {
+                case .availability(false):
+                    registeredWith.withLock { $0 = nil }
+                    continue
                 case .availability(true):
                     break
                 case let .interfacesAdded(path, names) where path == BlueZInterface.managerPath && names.contains(BlueZInterface.agentManager):
@@ -100,7 +108,12 @@ public final class BlueZAgent: Sendable {
                 }
                 guard let agent, agent.active.withLock({ $0 }) else { return }
                 guard client.mirror.snapshot().objects[BlueZInterface.managerPath]?[BlueZInterface.agentManager] != nil else { continue }
-                try? await agent.registerWithBlueZ()
+                let owner = client.mirror.serviceOwner
+                guard owner == nil || registeredWith.withLock({ $0 }) != owner else { continue }
+                do {
+                    try await agent.registerWithBlueZ()
+                    registeredWith.withLock { $0 = owner }
+                } catch {}
             }
         }
         agent.watcher.withLock { $0 = task }

@@ -63,7 +63,8 @@ func curl(_ method: String, _ url: String, token: String? = nil, body: String? =
             #expect(health.json?["mqtt"] as? String == "off")
 
             let list = try await eventually({ try await curl("GET", "\(base)/api/devices") }) { r in
-                (r.json?["devices"] as? [[String: Any]])?.contains { $0["address"] as? String == Self.ruuvi } == true
+                // Listed by the presenter and published (online) by the planner, which follows it.
+                (r.json?["devices"] as? [[String: Any]])?.contains { $0["address"] as? String == Self.ruuvi && $0["online"] as? Bool == true } == true
             }
             let ruuvi = try #require((list.json?["devices"] as? [[String: Any]])?.first { $0["address"] as? String == Self.ruuvi })
             #expect((ruuvi["readings"] as? [String: Any])?["temperature"] is Double)
