@@ -130,7 +130,7 @@ let package = Package(
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus"]),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "TestSupport"]),
         .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
         .testTarget(name: "PresenterTests", dependencies: [
             "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer", "TestSupport",

@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Testing
+import TestSupport
 import BlueZSimulator
 @testable import BlueZ
 
@@ -28,24 +29,6 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
         return nil
     } catch {
         return error
-    }
-}
-
-/// The first element of `events` that matches, or nil after `seconds`.
-private func first<E: Sendable>(_ events: AsyncStream<E>, within seconds: Double = 5,
-                                where matching: @escaping @Sendable (E) -> Bool) async throws -> E? {
-    try await withThrowingTaskGroup(of: E?.self) { group in
-        group.addTask {
-            for await e in events where matching(e) { return e }
-            return nil
-        }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        let result = try await group.next() ?? nil
-        group.cancelAll()
-        return result
     }
 }
 
@@ -129,7 +112,7 @@ private func first<E: Sendable>(_ events: AsyncStream<E>, within seconds: Double
             try await waitFor(client, "BTHome and pvvx") { $0.devices[bthome] != nil && $0.devices[atc] != nil }
             #expect(try await eventually { monitor.foundDevices == [bthome, atc] })
             // The pvvx thermometer stops advertising at 3 s: DeviceLost.
-            let lost = try await first(events) { if case .deviceLost = $0 { return true } else { return false } }
+            let lost = await first(events, within: 5) { if case .deviceLost = $0 { return true } else { return false } }
             #expect(lost == .deviceLost(atc, monitor: monitor.monitorPaths[0]))
             #expect(monitor.foundDevices == [bthome])
 
@@ -211,11 +194,11 @@ private func first<E: Sendable>(_ events: AsyncStream<E>, within seconds: Double
             let monitor = try await AdvertisementMonitor.register(client: client, adapter: hci0, patterns: [.serviceData(uuid16: 0xFCD2)])
             let events = monitor.events()
             // Unplugged at 1 s: bluetoothd releases the monitor with the adapter.
-            let released = try await first(events) { if case .released = $0 { return true } else { return false } }
+            let released = await first(events, within: 5) { if case .released = $0 { return true } else { return false } }
             #expect(released == .released(monitor: monitor.monitorPaths[0]))
             #expect(!monitor.isActive)
             // Plugged back in at 1.5 s: registered and activated again.
-            let activated = try await first(events) { if case .activated = $0 { return true } else { return false } }
+            let activated = await first(events, within: 5) { if case .activated = $0 { return true } else { return false } }
             #expect(activated == .activated(monitor: monitor.monitorPaths[0]))
             #expect(monitor.isActive)
             try await waitFor(client, "BTHome on the returned adapter") { $0.devices[bthome] != nil }
