@@ -43,8 +43,18 @@ final class Tmux: @unchecked Sendable {
             for p in cArgs { free(p) }
             for p in cEnv { free(p) }
         }
+        // The tmux server (forked by the first client) and every program in its panes inherit
+        // this signal mask: a thread of the concurrency pool blocks nearly all signals, and a
+        // dashboard started with SIGTSTP/SIGTERM blocked could be neither suspended nor stopped.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
         var pid: pid_t = 0
-        let rc = posix_spawnp(&pid, "tmux", &actions, nil, &cArgs, &cEnv)
+        let rc = posix_spawnp(&pid, "tmux", &actions, &attributes, &cArgs, &cEnv)
         guard rc == 0 else { throw DoctorCLI.TimedOut(arguments: ["tmux could not start (errno \(rc))"], seconds: 0) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
@@ -85,17 +95,6 @@ final class Tmux: @unchecked Sendable {
         }
         let last = await screen()
         Issue.record("waited \(seconds) s for \(what); the pane shows:\n\(last)")
-        return nil
-    }
-
-    /// Like ``waitFor(_:seconds:_:)`` without recording an issue when the time runs out.
-    func screenWithin(seconds: Double, _ condition: (String) -> Bool) async -> String? {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            let s = await screen()
-            if condition(s) { return s }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
         return nil
     }
 
@@ -206,12 +205,6 @@ final class Tmux: @unchecked Sendable {
         _ = await t.waitFor("not scanning")
         // Ctrl+Z hands the terminal back (the process stops); SIGCONT brings the dashboard back, redrawn.
         try await t.keys("C-z")
-        // Under a fully loaded machine the first Ctrl+Z was once not acted on (not understood yet;
-        // see the closing note of issue 7): a second one is sent after 10 s, and the test still
-        // fails if the dashboard never leaves.
-        if await t.screenWithin(seconds: 10, { !$0.contains("BLE Companion │") }) == nil {
-            try await t.keys("C-z")
-        }
         _ = await t.waitFor("the dashboard to leave the screen") { !$0.contains("BLE Companion │") }
         await signalDemo("-CONT", state: state)
         _ = await t.waitFor("the dashboard to come back") { $0.contains("BLE Companion │") && $0.contains("not scanning") }
