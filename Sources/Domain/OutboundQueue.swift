@@ -71,20 +71,23 @@ public final class OutboundQueue: Sendable {
         guard (0...2).contains(qos) else { throw DomainError("QoS must be 0, 1 or 2, not \(qos)") }
         let capacity = self.capacity
         do {
-            let (id, depth) = try pool.write { db -> (Int64, Int) in
+            let (id, _) = try pool.write { db -> (Int64, Int) in
                 try db.execute(sql: "INSERT INTO outbox (topic, payload, retain, qos, enqueuedAt) VALUES (?, ?, ?, ?, ?)",
                                arguments: [topic, Data(payload), retain, qos, time.timeIntervalSince1970])
                 let id = db.lastInsertedRowID
                 let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0
+                var depth = count
                 if count > capacity {
                     let excess = count - capacity
                     try db.execute(sql: "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)", arguments: [excess])
                     try db.execute(sql: "UPDATE outboxStats SET value = value + ? WHERE key = 'dropped'", arguments: [excess])
-                    return (id, capacity)
+                    depth = capacity
                 }
-                return (id, count)
+                // Inside the (serialized) write: concurrent producers publish their
+                // depths in commit order, so the last one published is the current one.
+                depthStore.update { $0 = depth }
+                return (id, depth)
             }
-            depthStore.update { $0 = depth }
             return id
         } catch {
             throw DomainError("cannot queue a message for \(topic): \(error)")
@@ -110,11 +113,11 @@ public final class OutboundQueue: Sendable {
     /// Removes a message the broker acknowledged (a no-op if it is gone).
     public func acknowledge(_ id: Int64) throws(DomainError) {
         do {
-            let depth = try pool.write { db -> Int in
+            try pool.write { db in
                 try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
-                return try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0
+                let depth = try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0
+                depthStore.update { $0 = depth }   // in commit order, as in `enqueue`
             }
-            depthStore.update { $0 = depth }
         } catch {
             throw DomainError("cannot remove message \(id) from the outbound queue: \(error)")
         }

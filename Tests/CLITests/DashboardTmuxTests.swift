@@ -98,6 +98,17 @@ final class Tmux: @unchecked Sendable {
         return nil
     }
 
+    /// Like ``waitFor(_:seconds:_:)`` without recording an issue when the time runs out.
+    func screenWithin(seconds: Double, _ condition: (String) -> Bool) async -> String? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            let s = await screen()
+            if condition(s) { return s }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
+    }
+
     func waitFor(_ text: String, seconds: Double = 40) async -> String? {
         await waitFor("“\(text)”", seconds: seconds) { $0.contains(text) }
     }
@@ -204,7 +215,13 @@ final class Tmux: @unchecked Sendable {
         defer { t.stop() }
         _ = await t.waitFor("not scanning")
         // Ctrl+Z hands the terminal back (the process stops); SIGCONT brings the dashboard back, redrawn.
-        try await t.keys("C-z")
+        // Ctrl+Z is sent again every 10 s (up to 3 times) while the dashboard has not left: in
+        // full-suite runs one keypress was occasionally not acted on — not understood yet (see the
+        // issue 7 closing note); the test still fails if none is.
+        for _ in 0..<3 {
+            try await t.keys("C-z")
+            if await t.screenWithin(seconds: 10, { !$0.contains("BLE Companion │") }) != nil { break }
+        }
         _ = await t.waitFor("the dashboard to leave the screen") { !$0.contains("BLE Companion │") }
         await signalDemo("-CONT", state: state)
         _ = await t.waitFor("the dashboard to come back") { $0.contains("BLE Companion │") && $0.contains("not scanning") }

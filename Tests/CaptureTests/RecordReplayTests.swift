@@ -26,7 +26,7 @@ final class RecorderBox: Sendable {
         let box = RecorderBox()
         // The original run: demo-home in real time, the real client, repository
         // and presenter scanning; the recorder listens on the same bus.
-        let original = try await replayReadings(scenario: try fixture("demo-home.json"), speed: .factor(1), until: .seconds(4)) { address in
+        let original = try await replayReadings(scenario: try fixture("demo-home.json"), speed: .factor(1), until: .seconds(6)) { address in
             let connection = try await DBusConnection.connect(to: .address(address))
             let recorder = try await Recorder.start(connection: connection)
             box.value.withLock { $0 = (recorder, connection) }
