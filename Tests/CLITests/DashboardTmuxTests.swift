@@ -86,7 +86,7 @@ final class Tmux: @unchecked Sendable {
 
     /// Waits until the pane satisfies `condition` (polling the real
     /// terminal's contents is the only way to observe it).
-    func waitFor(_ what: String, seconds: Double = 40, _ condition: (String) -> Bool) async -> String? {
+    func waitFor(_ what: String, seconds: Double = 90, _ condition: (String) -> Bool) async -> String? {
         let deadline = ContinuousClock.now + .seconds(seconds)
         while ContinuousClock.now < deadline {
             let s = await screen()
@@ -98,18 +98,7 @@ final class Tmux: @unchecked Sendable {
         return nil
     }
 
-    /// Like ``waitFor(_:seconds:_:)`` without recording an issue when the time runs out.
-    func screenWithin(seconds: Double, _ condition: (String) -> Bool) async -> String? {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            let s = await screen()
-            if condition(s) { return s }
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-        return nil
-    }
-
-    func waitFor(_ text: String, seconds: Double = 40) async -> String? {
+    func waitFor(_ text: String, seconds: Double = 90) async -> String? {
         await waitFor("“\(text)”", seconds: seconds) { $0.contains(text) }
     }
 
@@ -215,13 +204,14 @@ final class Tmux: @unchecked Sendable {
         defer { t.stop() }
         _ = await t.waitFor("not scanning")
         // Ctrl+Z hands the terminal back (the process stops); SIGCONT brings the dashboard back, redrawn.
-        // Ctrl+Z is sent again every 10 s (up to 3 times) while the dashboard has not left: in
-        // full-suite runs one keypress was occasionally not acted on — not understood yet (see the
-        // issue 7 closing note); the test still fails if none is.
-        for _ in 0..<3 {
-            try await t.keys("C-z")
-            if await t.screenWithin(seconds: 10, { !$0.contains("BLE Companion │") }) != nil { break }
-        }
+        // The dashboard takes keys (the help overlay opens and closes) before Ctrl+Z: in full-suite
+        // runs its first keys were sometimes handled only after more than a minute (not understood
+        // yet; see the issue 7 closing note), and a Ctrl+Z handled after the SIGCONT below left it stopped.
+        try await t.keys("?")
+        _ = await t.waitFor("Keys — device list")
+        try await t.keys("Escape")
+        _ = await t.waitFor("the help overlay to close") { !$0.contains("Keys — device list") }
+        try await t.keys("C-z")
         _ = await t.waitFor("the dashboard to leave the screen") { !$0.contains("BLE Companion │") }
         await signalDemo("-CONT", state: state)
         _ = await t.waitFor("the dashboard to come back") { $0.contains("BLE Companion │") && $0.contains("not scanning") }

@@ -141,14 +141,20 @@ public final class Broker: Sendable {
         try await offPool {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-broker-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            do {
-                let broker = try Broker(port: try freeLoopbackPort(), directory: directory, users: users)
-                try broker.launch()
-                return broker
-            } catch {
-                try? FileManager.default.removeItem(at: directory)
-                throw error
+            // The free port is found by binding port 0 and closing it, so another test may take
+            // it before mosquitto binds it: mosquitto then exits, and a new port is tried.
+            var lastError: Error = BrokerError(description: "no attempt")
+            for _ in 0..<3 {
+                do {
+                    let broker = try Broker(port: try freeLoopbackPort(), directory: directory, users: users)
+                    try broker.launch()
+                    return broker
+                } catch {
+                    lastError = error
+                }
             }
+            try? FileManager.default.removeItem(at: directory)
+            throw lastError
         }
     }
 
