@@ -21,9 +21,7 @@ struct DashboardCommand: AsyncParsableCommand {
 
     func validate() throws {
         if let adapter { try checkAdapterName(adapter) }
-        if bus != "system" && bus != "session" && !bus.contains(":") {
-            throw ValidationError("--bus must be system, session or a D-Bus address like unix:path=/tmp/bus, got \"\(bus)\"")
-        }
+        try checkBusName(bus)
     }
 
     func run() async throws {

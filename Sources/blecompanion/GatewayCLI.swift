@@ -40,9 +40,7 @@ struct GatewayCLICommand: AsyncParsableCommand {
         guard ["auto", "json", "text"].contains(logFormat) else {
             throw ValidationError("--log-format must be auto, json or text, got \"\(logFormat)\"")
         }
-        if let bus, bus != "system", bus != "session", !bus.contains(":") {
-            throw ValidationError("--bus must be system, session or a D-Bus address like unix:path=/tmp/bus, got \"\(bus)\"")
-        }
+        if let bus { try checkBusName(bus) }
     }
 
     func run() async throws {

@@ -53,9 +53,7 @@ struct RecordCommand: AsyncParsableCommand {
         for d in devices {
             do { _ = try BluetoothAddress(d) } catch { throw ValidationError("--device: \(error.description)") }
         }
-        if bus != "system" && bus != "session" && !bus.contains(":") {
-            throw ValidationError("--bus must be system, session or a D-Bus address like unix:path=/tmp/bus, got \"\(bus)\"")
-        }
+        try checkBusName(bus)
         if out.isEmpty { throw ValidationError("--out must name a file") }
     }
 

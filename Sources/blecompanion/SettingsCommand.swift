@@ -45,6 +45,13 @@ func parseAddress(_ text: String) throws -> BluetoothAddress {
     do { return try BluetoothAddress(text) } catch { throw ValidationError("\"\(text)\" is not a Bluetooth address (expected AA:BB:CC:DD:EE:FF)") }
 }
 
+/// `--bus`: `system`, `session` or a D-Bus address (usage error otherwise).
+func checkBusName(_ bus: String) throws {
+    if bus != "system" && bus != "session" && !bus.contains(":") {
+        throw ValidationError("--bus must be system, session or a D-Bus address like unix:path=/tmp/bus, got \"\(bus)\"")
+    }
+}
+
 func checkAdapterName(_ name: String) throws {
     do { _ = try AdapterID(name: name) } catch { throw ValidationError(error.description) }
 }

@@ -22,9 +22,7 @@ struct BlueZOptions: ParsableArguments {
 
     func validate() throws {
         if let adapter { try checkAdapterName(adapter) }
-        if bus != "system" && bus != "session" && !bus.contains(":") {
-            throw ValidationError("--bus must be system, session or a D-Bus address like unix:path=/tmp/bus, got \"\(bus)\"")
-        }
+        try checkBusName(bus)
     }
 
     var busAddress: DBusBusAddress { DBusBusAddress(parsing: bus) }
