@@ -1,3 +1,4 @@
+internal import CSystem
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -12,7 +13,7 @@ import Musl
 public final class PrivateBus: @unchecked Sendable {
     public let address: String
     public let directory: String
-    public let pid: pid_t
+    public let pid: Glibc.pid_t
     private let lock = PThreadMutex()
     private var stopped = false
 
@@ -97,6 +98,10 @@ public final class PrivateBus: @unchecked Sendable {
         // The daemon's own complaints go to a log beside its socket; they
         // are quoted if it fails to start.
         posix_spawn_file_actions_addopen(&actions, 2, "\(dir)/daemon.log", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Nothing else of the caller's: the daemon outlives most of what the
+        // caller has open, and a pipe it kept would never reach EOF for
+        // whoever reads it.
+        _ = csystem_spawn_close_from(&actions, 4)
         let args = [daemonPath, "--config-file=\(configPath)", "--nofork", "--nopidfile", "--print-address=3", "--nosyslog"]
         var cargs: [UnsafeMutablePointer<CChar>?] = args.map { strdup($0) } + [nil]
         defer { for a in cargs { free(a) } }

@@ -1,4 +1,5 @@
 // A small HTTP/1.1 server on POSIX sockets for the gateway's local API (issue 7).
+internal import CSystem
 import Glibc
 import Synchronization
 
@@ -229,7 +230,7 @@ final class ServerCore: Sendable {
         var storage = sockaddr_storage()
         var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         let fd = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { accept(listenFD, $0, &length) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { csystem_accept4(listenFD, $0, &length, Int32(SOCK_CLOEXEC.rawValue)) }
         }
         guard fd >= 0 else {
             switch errno {

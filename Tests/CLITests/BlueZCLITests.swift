@@ -39,7 +39,7 @@ final class SimulatorProcess: @unchecked Sendable {
     }
 
     func run(_ arguments: [String], timeout: Double = 60) throws -> DoctorCLI.Run {
-        try DoctorCLI.run(arguments + ["--bus", address], timeout: timeout)
+        try DoctorCLI.runBlocking(arguments + ["--bus", address], timeout: timeout)
     }
 
     func stop() {
@@ -63,7 +63,7 @@ extension SimulatorProcess {
 }
 
 func cli(_ arguments: [String], timeout: Double = 60) async throws -> DoctorCLI.Run {
-    try await offPool { try DoctorCLI.run(arguments, timeout: timeout) }
+    try await DoctorCLI.run(arguments, timeout: timeout)
 }
 
 func jsonLines(_ text: String) -> [[String: Any]] {

@@ -11,7 +11,7 @@ import TestSupport
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
         let out = dir.appendingPathComponent("hci.btsnoop").path
-        let run = try await offPool { try DoctorCLI.run(["capture", "--out", out, "--duration", "1"], timeout: 30) }
+        let run = try await DoctorCLI.run(["capture", "--out", out, "--duration", "1"], timeout: 30)
         switch DoctorCLI.kernelBluetoothErrno() {
         case EAFNOSUPPORT?:
             // This machine: no Bluetooth in the kernel.
@@ -36,7 +36,7 @@ import TestSupport
     }
 
     @Test func badArgumentsAreUsageErrors() async throws {
-        let run = try await offPool { try DoctorCLI.run(["capture", "--out", "/tmp/x.btsnoop", "--duration=-3"], timeout: 30) }
+        let run = try await DoctorCLI.run(["capture", "--out", "/tmp/x.btsnoop", "--duration=-3"], timeout: 30)
         #expect(run.status == 64)
         #expect(run.stderr.contains("--duration must be a positive number"))
     }

@@ -32,6 +32,7 @@ final class Tmux: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, capture ? outPath : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        closeDescriptors(from: 3, in: &actions)
         let argv = ["tmux", "-S", socket] + arguments
         var env = ProcessInfo.processInfo.environment
         env["TERM"] = "xterm-256color"

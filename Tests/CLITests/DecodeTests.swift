@@ -55,13 +55,13 @@ import Testing
 
     // MARK: GATT
 
-    @Test func gattHeartRateVectorsFromFixtures() throws {
+    @Test func gattHeartRateVectorsFromFixtures() async throws {
         let file = try Self.fixture("gatt/heart_rate_measurement.json")
         let vectors = try #require(file["vectors"] as? [[String: Any]])
         var checked = 0
         for vector in vectors {
             guard let expect = vector["expect"] as? [String: Any], let hex = vector["hex"] as? String else { continue }
-            let run = try DoctorCLI.run(["decode", "gatt", "2a37", hex, "--json"])
+            let run = try await DoctorCLI.run(["decode", "gatt", "2a37", hex, "--json"])
             #expect(run.status == 0, "\(hex): \(run.stderr)")
             let lines = run.stdout.split(separator: "\n")
             #expect(lines.count == 1)
@@ -85,8 +85,8 @@ import Testing
         #expect(checked >= 3)
     }
 
-    @Test func gattHumanOutputShowsModelReadingsAndFields() throws {
-        let run = try DoctorCLI.run(["decode", "gatt", "0x2A37", "16 48 54 01 EC 02"])
+    @Test func gattHumanOutputShowsModelReadingsAndFields() async throws {
+        let run = try await DoctorCLI.run(["decode", "gatt", "0x2A37", "16 48 54 01 EC 02"])
         #expect(run.status == 0)
         #expect(run.stdout.contains("format:   gatt"))
         #expect(run.stdout.contains("model:    heart_rate_measurement"))
@@ -96,50 +96,51 @@ import Testing
         #expect(!run.stdout.contains("{\"format\""))
     }
 
-    @Test func hexSpellingsDecodeAlike() throws {
+    @Test func hexSpellingsDecodeAlike() async throws {
         let spellings = ["16485401EC02", "0x16485401ec02", "16 48 54 01 ec 02", "16:48:54:01:EC:02"]
-        let outputs = try spellings.map { try DoctorCLI.run(["decode", "gatt", "2a37", $0, "--json"]) }
+        var outputs: [DoctorCLI.Run] = []
+        for spelling in spellings { outputs.append(try await DoctorCLI.run(["decode", "gatt", "2a37", spelling, "--json"])) }
         for run in outputs { #expect(run.status == 0, "\(run.stderr)") }
         #expect(Set(outputs.map(\.stdout)).count == 1)
         #expect(outputs[0].stdout.contains("\"heart_rate_bpm\":72"))
     }
 
-    @Test func gattPresentationFormatPath() throws {
+    @Test func gattPresentationFormatPath() async throws {
         // fixtures/vectors/gatt/presentation_format_generic.json: sint16 × 10^-2 °C, 0x0834 = 2100 -> 21 °C.
-        let run = try DoctorCLI.run(["decode", "gatt", "e95d9250-251d-470a-a062-fa1922dfa9a8", "3408",
+        let run = try await DoctorCLI.run(["decode", "gatt", "e95d9250-251d-470a-a062-fa1922dfa9a8", "3408",
                                      "--presentation-format", "0EFE2F27010000", "--json"])
         #expect(run.status == 0, "\(run.stderr)")
         let object = try Self.object(try #require(run.stdout.split(separator: "\n").first))
         Self.expectContains(try Self.readings(object), [["kind": "temperature", "value": 21.0, "unit": "°C"]], "pf")
     }
 
-    @Test func gattTruncationExitsTwoWithTheDecodeError() throws {
-        let run = try DoctorCLI.run(["decode", "gatt", "2a37", "0148"])
+    @Test func gattTruncationExitsTwoWithTheDecodeError() async throws {
+        let run = try await DoctorCLI.run(["decode", "gatt", "2a37", "0148"])
         #expect(run.status == 2)
         #expect(run.stdout.isEmpty)
         #expect(run.stderr.contains("heart rate measurement: need 2 bytes for heart rate (uint16) at offset 1, have 1"),
                 "\(run.stderr)")
-        let json = try DoctorCLI.run(["decode", "gatt", "2a37", "0148", "--json"])
+        let json = try await DoctorCLI.run(["decode", "gatt", "2a37", "0148", "--json"])
         #expect(json.status == 2)
         #expect(json.stdout.isEmpty)
     }
 
-    @Test func unknownCharacteristicIsADecodeError() throws {
-        let run = try DoctorCLI.run(["decode", "gatt", "ffe1", "01"])
+    @Test func unknownCharacteristicIsADecodeError() async throws {
+        let run = try await DoctorCLI.run(["decode", "gatt", "ffe1", "01"])
         #expect(run.status == 2)
         #expect(run.stderr.contains("has no decoder and no presentation format"))
     }
 
     // MARK: Advertisements
 
-    @Test func bthomeV2EncryptedWithBindkey() throws {
+    @Test func bthomeV2EncryptedWithBindkey() async throws {
         let vector = try Self.advVector("bthome_v2", "test_bindkey_correct")
         let input = try #require(vector["input"] as? [String: Any])
         let uuid = try #require(input["service_uuid"] as? String)
         let data = try #require(input["data"] as? String)
         let mac = try #require(input["mac"] as? String)
         let key = try #require(input["bindkey"] as? String)
-        let run = try DoctorCLI.run(["decode", "service-data", uuid, data, "--mac", mac, "--bindkey", key, "--json"])
+        let run = try await DoctorCLI.run(["decode", "service-data", uuid, data, "--mac", mac, "--bindkey", key, "--json"])
         #expect(run.status == 0, "\(run.stderr)")
         let object = try Self.object(try #require(run.stdout.split(separator: "\n").first))
         #expect(object["model"] as? String == "bthome_v2")
@@ -151,23 +152,23 @@ import Testing
         #expect(fields["encrypted"] as? Bool == true)
 
         // Without the key the payload cannot be decoded: exit 2 and say why.
-        let noKey = try DoctorCLI.run(["decode", "service-data", uuid, data, "--mac", mac])
+        let noKey = try await DoctorCLI.run(["decode", "service-data", uuid, data, "--mac", mac])
         #expect(noKey.status == 2)
         #expect(noKey.stderr.contains("bindkey"), "\(noKey.stderr)")
 
         // A wrong key fails the MIC check.
-        let wrong = try DoctorCLI.run(["decode", "service-data", uuid, data, "--mac", mac,
+        let wrong = try await DoctorCLI.run(["decode", "service-data", uuid, data, "--mac", mac,
                                        "--bindkey", "814aac74c4f17b6c1581e1ab87816b99"])
         #expect(wrong.status == 2)
         #expect(!wrong.stderr.isEmpty)
     }
 
-    @Test func ruuviManufacturerData() throws {
+    @Test func ruuviManufacturerData() async throws {
         let vector = try Self.advVector("ruuvi", "rawv2_valid")
         let input = try #require(vector["input"] as? [String: Any])
         let company = try #require(input["company_id"] as? String)
         let data = try #require(input["data"] as? String)
-        let run = try DoctorCLI.run(["decode", "manufacturer", company, data, "--json"])
+        let run = try await DoctorCLI.run(["decode", "manufacturer", company, data, "--json"])
         #expect(run.status == 0, "\(run.stderr)")
         let object = try Self.object(try #require(run.stdout.split(separator: "\n").first))
         #expect(object["format"] as? String == "ruuvi")
@@ -179,21 +180,21 @@ import Testing
                                                         ["kind": "humidity", "value": 53.49, "unit": "%"],
                                                         ["kind": "pressure", "value": 1000.44, "unit": "hPa"]], "ruuvi")
         // The company id in decimal (0x0499 = 1177) gives the same output.
-        let decimal = try DoctorCLI.run(["decode", "manufacturer", "1177", data, "--json"])
+        let decimal = try await DoctorCLI.run(["decode", "manufacturer", "1177", data, "--json"])
         #expect(decimal.status == 0)
         #expect(decimal.stdout == run.stdout)
 
         // One byte short is a decode error.
-        let short = try DoctorCLI.run(["decode", "manufacturer", company, String(data.dropLast(2))])
+        let short = try await DoctorCLI.run(["decode", "manufacturer", company, String(data.dropLast(2))])
         #expect(short.status == 2)
         #expect(short.stderr.contains("need"), "\(short.stderr)")
     }
 
-    @Test func rawAdvertisementPrintsJSONLinesPerModel() throws {
+    @Test func rawAdvertisementPrintsJSONLinesPerModel() async throws {
         let vector = try Self.advVector("detector", "bthome_io_example")
         let input = try #require(vector["input"] as? [String: Any])
         let raw = try #require(input["raw"] as? String)
-        let run = try DoctorCLI.run(["decode", "adv", raw, "--json"])
+        let run = try await DoctorCLI.run(["decode", "adv", raw, "--json"])
         #expect(run.status == 0, "\(run.stderr)")
         let objects = try run.stdout.split(separator: "\n").map(Self.object)
         let expect = try #require(vector["expect"] as? [String: Any])
@@ -204,19 +205,20 @@ import Testing
         #expect(run.stdout.contains("DIY-sensor"))
 
         // Human output separates the models with a blank line.
-        let text = try DoctorCLI.run(["decode", "adv", raw])
+        let text = try await DoctorCLI.run(["decode", "adv", raw])
         #expect(text.status == 0)
         #expect(text.stdout.contains("model:    advertising_data"))
         #expect(text.stdout.contains("\n\nformat:   bthome"))
         #expect(text.stdout.contains("50.55 %"))
     }
 
-    @Test func rawEncryptedAdvertisementWithMacAndBindkey() throws {
+    @Test func rawEncryptedAdvertisementWithMacAndBindkey() async throws {
         let vector = try Self.advVector("detector", "bthome_encrypted_full_adv")
         let input = try #require(vector["input"] as? [String: Any])
-        let run = try DoctorCLI.run(["decode", "adv", try #require(input["raw"] as? String),
-                                     "--mac", try #require(input["address"] as? String),
-                                     "--bindkey", try #require(input["bindkey"] as? String), "--json"])
+        let rawInput = try #require(input["raw"] as? String)
+        let address = try #require(input["address"] as? String)
+        let bindkey = try #require(input["bindkey"] as? String)
+        let run = try await DoctorCLI.run(["decode", "adv", rawInput, "--mac", address, "--bindkey", bindkey, "--json"])
         #expect(run.status == 0, "\(run.stderr)")
         let objects = try run.stdout.split(separator: "\n").map(Self.object)
         #expect(objects.count == 2)
@@ -225,8 +227,8 @@ import Testing
                                                          ["kind": "humidity", "value": 50.55]], "encrypted adv")
     }
 
-    @Test func malformedAdvertisementKeepsPartialResultsAndExitsTwo() throws {
-        let run = try DoctorCLI.run(["decode", "adv", "0201060A09414243", "--json"])
+    @Test func malformedAdvertisementKeepsPartialResultsAndExitsTwo() async throws {
+        let run = try await DoctorCLI.run(["decode", "adv", "0201060A09414243", "--json"])
         #expect(run.status == 2)
         let objects = try run.stdout.split(separator: "\n").map(Self.object)
         #expect(objects.map { $0["model"] as? String } == ["advertising_data"])
@@ -248,8 +250,8 @@ import Testing
         (["decode", "adv", "02 01 06", "--bindkey", "xyz"], "--bindkey"),
         (["decode", "gatt", "ffe1", "00", "--presentation-format", "0E"], "--presentation-format"),
     ])
-    func usageErrorsNameTheArgument(arguments: [String], argument: String) throws {
-        let run = try DoctorCLI.run(arguments)
+    func usageErrorsNameTheArgument(arguments: [String], argument: String) async throws {
+        let run = try await DoctorCLI.run(arguments)
         #expect(run.status == 64, "\(arguments): \(run.stderr)")
         #expect(run.stdout.isEmpty)
         #expect(run.stderr.contains(argument), "\(arguments): \(run.stderr)")

@@ -16,10 +16,10 @@ import Testing
         var findings: [Finding]
     }
 
-    @Test func privateBusWithoutBluezIsDiagnosed() throws {
+    @Test func privateBusWithoutBluezIsDiagnosed() async throws {
         let bus = try PrivateBus.start()
         defer { bus.stop() }
-        let run = try DoctorCLI.run(["doctor", "--json", "--bus", bus.address])
+        let run = try await DoctorCLI.run(["doctor", "--json", "--bus", bus.address])
         #expect(run.status == 1)
         let report = try JSONDecoder().decode(Report.self, from: Data(run.stdout.utf8))
         #expect(!report.ok)
@@ -31,8 +31,8 @@ import Testing
         #expect(bluez?.remedy?.contains("systemctl enable --now bluetooth") == true)
     }
 
-    @Test func unreachableBusIsAProblemNotAHang() throws {
-        let run = try DoctorCLI.run(["doctor", "--json", "--bus", "unix:path=/nonexistent/blecompanion-test-socket"], timeout: 30)
+    @Test func unreachableBusIsAProblemNotAHang() async throws {
+        let run = try await DoctorCLI.run(["doctor", "--json", "--bus", "unix:path=/nonexistent/blecompanion-test-socket"], timeout: 30)
         #expect(run.status == 1)
         let report = try JSONDecoder().decode(Report.self, from: Data(run.stdout.utf8))
         let busFinding = report.findings.first { $0.id == "dbus.bus" }

@@ -15,8 +15,17 @@ enum DoctorCLI {
     /// The built `blecompanion` (see TestSupport's `builtExecutable`).
     static func executable() throws -> String { try builtExecutable("blecompanion") }
 
-    /// Runs the executable; fails (throws) rather than hangs if it runs longer than `timeout` seconds.
-    static func run(_ arguments: [String], environment: [String: String]? = nil, timeout: Double = 60) throws -> Run {
+    /// Runs the executable on a thread of its own, so a test waiting for a
+    /// child never holds one of the few cooperative-pool threads (two on a
+    /// 2-core machine: two blocked tests would stall every async test).
+    static func run(_ arguments: [String], environment: [String: String]? = nil, timeout: Double = 60) async throws -> Run {
+        try await offPool { try runBlocking(arguments, environment: environment, timeout: timeout) }
+    }
+
+    /// Runs the executable, blocking the calling thread; fails (throws) rather
+    /// than hangs if it runs longer than `timeout` seconds. Only for threads
+    /// that are not the cooperative pool's (inside `offPool`).
+    static func runBlocking(_ arguments: [String], environment: [String: String]? = nil, timeout: Double = 60) throws -> Run {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try executable())
         process.arguments = arguments

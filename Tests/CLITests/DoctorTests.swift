@@ -14,8 +14,8 @@ import Glibc
         return stat("/sys/module/bluetooth", &info) == 0
     }
 
-    @Test func humanReportDiagnosesTheKernel() throws {
-        let run = try DoctorCLI.run(["doctor"])
+    @Test func humanReportDiagnosesTheKernel() async throws {
+        let run = try await DoctorCLI.run(["doctor"])
         let kernel = DoctorCLI.kernelBluetoothErrno()
         #expect(!run.stdout.contains("\u{1B}["), "no colour when stdout is a pipe")
         #expect(run.stdout.contains("[kernel]"))
@@ -52,8 +52,8 @@ import Glibc
         }
     }
 
-    @Test func jsonReportParsesAndMatchesTheKernel() throws {
-        let run = try DoctorCLI.run(["doctor", "--json"])
+    @Test func jsonReportParsesAndMatchesTheKernel() async throws {
+        let run = try await DoctorCLI.run(["doctor", "--json"])
         let object = try JSONSerialization.jsonObject(with: Data(run.stdout.utf8))
         let top = try #require(object as? [String: Any])
         let ok = try #require(top["ok"] as? Bool)
@@ -90,14 +90,14 @@ import Glibc
         }
     }
 
-    @Test func emptyBusIsAUsageError() throws {
-        let run = try DoctorCLI.run(["doctor", "--bus", ""])
+    @Test func emptyBusIsAUsageError() async throws {
+        let run = try await DoctorCLI.run(["doctor", "--bus", ""])
         #expect(run.status == 64)
         #expect(run.stderr.contains("--bus"))
     }
 
-    @Test func helpDocumentsExitStatus() throws {
-        let run = try DoctorCLI.run(["doctor", "--help"])
+    @Test func helpDocumentsExitStatus() async throws {
+        let run = try await DoctorCLI.run(["doctor", "--help"])
         #expect(run.status == 0)
         #expect(run.stdout.contains("EXIT STATUS"))
         #expect(run.stdout.contains("1  at least one problem"))

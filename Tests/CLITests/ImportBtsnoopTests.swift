@@ -12,10 +12,10 @@ import Testing
         FileManager.default.temporaryDirectory.appendingPathComponent("import-btsnoop-\(UUID().uuidString)-\(name)")
     }
 
-    @Test func writesTheScenarioAndReports() throws {
+    @Test func writesTheScenarioAndReports() async throws {
         let out = Self.temporary("hr.json")
         defer { try? FileManager.default.removeItem(at: out) }
-        let run = try DoctorCLI.run(["import-btsnoop", Self.captures.appendingPathComponent("heart-rate-h4.btsnoop").path,
+        let run = try await DoctorCLI.run(["import-btsnoop", Self.captures.appendingPathComponent("heart-rate-h4.btsnoop").path,
                                      "--out", out.path, "--name", "replay"])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stdout.contains("F3:4A:9E:21:7C:05 \"HRM-Demo\": 1 advertisement event, GATT 3 services / 6 characteristics, 3 notifications"))
@@ -26,40 +26,40 @@ import Testing
         #expect(devices.map { $0["address"] as? String } == ["F3:4A:9E:21:7C:05"])
     }
 
-    @Test func quietPrintsNothing() throws {
+    @Test func quietPrintsNothing() async throws {
         let out = Self.temporary("x.json")
         defer { try? FileManager.default.removeItem(at: out) }
-        let run = try DoctorCLI.run(["import-btsnoop", Self.captures.appendingPathComponent("xiaomi-h1.btsnoop").path,
+        let run = try await DoctorCLI.run(["import-btsnoop", Self.captures.appendingPathComponent("xiaomi-h1.btsnoop").path,
                                      "--out", out.path, "--quiet"])
         #expect(run.status == 0)
         #expect(run.stdout.isEmpty)
         #expect(FileManager.default.fileExists(atPath: out.path))
     }
 
-    @Test func truncatedCaptureNamesRecordAndOffset() throws {
+    @Test func truncatedCaptureNamesRecordAndOffset() async throws {
         let bytes = try Data(contentsOf: Self.captures.appendingPathComponent("bthome-pvvx-monitor.btsnoop"))
         let cut = Self.temporary("cut.btsnoop")
         let out = Self.temporary("cut.json")
         defer { try? FileManager.default.removeItem(at: cut) }
         // Record 1 (16 + 24 + 16 bytes), record 2 (24 + 0), then 10 bytes into record 3's header.
         try bytes.prefix(16 + 40 + 24 + 10).write(to: cut)
-        let run = try DoctorCLI.run(["import-btsnoop", cut.path, "--out", out.path])
+        let run = try await DoctorCLI.run(["import-btsnoop", cut.path, "--out", out.path])
         #expect(run.status == 1)
         #expect(run.stderr == "import-btsnoop: \(cut.path): btsnoop record 3 at byte offset 80: truncated: expected 24 bytes of record header, found 10\n")
         #expect(!FileManager.default.fileExists(atPath: out.path))
     }
 
-    @Test func notACapture() throws {
+    @Test func notACapture() async throws {
         let text = Self.temporary("text.btsnoop")
         defer { try? FileManager.default.removeItem(at: text) }
         try Data("hello, world\n".utf8).write(to: text)
-        let run = try DoctorCLI.run(["import-btsnoop", text.path, "--out", Self.temporary("y.json").path])
+        let run = try await DoctorCLI.run(["import-btsnoop", text.path, "--out", Self.temporary("y.json").path])
         #expect(run.status == 1)
         #expect(run.stderr.contains("btsnoop header at byte offset 0: not a btsnoop file"))
-        let missing = try DoctorCLI.run(["import-btsnoop", "/nonexistent/capture.btsnoop", "--out", Self.temporary("z.json").path])
+        let missing = try await DoctorCLI.run(["import-btsnoop", "/nonexistent/capture.btsnoop", "--out", Self.temporary("z.json").path])
         #expect(missing.status == 1)
         #expect(missing.stderr.hasPrefix("import-btsnoop: cannot read /nonexistent/capture.btsnoop"))
-        let usage = try DoctorCLI.run(["import-btsnoop", text.path])
+        let usage = try await DoctorCLI.run(["import-btsnoop", text.path])
         #expect(usage.status == 64)
     }
 }

@@ -49,6 +49,23 @@ func echoObject() -> DBusExportedInterface {
 }
 
 @Suite(.timeLimit(.minutes(1))) struct BusTests {
+    /// The daemon keeps none of the caller's descriptors: a pipe the caller
+    /// reads to EOF must not stay open in a daemon that outlives its writer.
+    @Test func theDaemonInheritsNoDescriptorOfTheCaller() throws {
+        var fds: [Int32] = [-1, -1]
+        #expect(pipe(&fds) == 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let mine = Set(fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\($0)") })
+        #expect(mine.count == 1 && mine.first?.hasPrefix("pipe:") == true, "\(mine)")
+        let theirs = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(bus.pid)/fd").compactMap {
+            try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(bus.pid)/fd/\($0)")
+        }
+        #expect(!theirs.isEmpty)
+        #expect(Set(theirs).isDisjoint(with: mine), "\(theirs)")
+    }
+
     @Test func connectsAndGetsAUniqueName() async throws {
         try await withBus { bus in
             let c = try await DBusConnection.connect(to: .address(bus.address))

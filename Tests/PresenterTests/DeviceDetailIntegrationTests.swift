@@ -75,9 +75,10 @@ import Domain
         #expect(await eventually(5) { seen.withLock { $0.contains(80) } }, "\(seen.withLock { $0 })")
         #expect(presenter.state.operations[control.id] == nil)
 
-        // A write the device refuses says why.
-        presenter.send(.writeRequested(location.id, hex: "02", withoutResponse: false))
+        // A write the device refuses says why (nothing was pending before it;
+        // the refusal can arrive before `send` returns, so look first).
         #expect(presenter.state.operations[location.id] == nil)
+        presenter.send(.writeRequested(location.id, hex: "02", withoutResponse: false))
         #expect(await waitFor(presenter) { s in
             if case .failed("this characteristic cannot be written")? = s.operations[location.id] { return true }
             return false

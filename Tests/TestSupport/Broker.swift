@@ -1,4 +1,5 @@
 import Foundation
+import CSystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -59,7 +60,8 @@ private func acceptsConnections(port: Int) -> Bool {
     } == 0
 }
 
-/// Starts `path` with `arguments`, stdout and stderr to /dev/null, with an
+/// Starts `path` with `arguments`, stdout and stderr to /dev/null, no other
+/// descriptor of ours, with an
 /// empty signal mask and default dispositions: a Dispatch worker thread has
 /// SIGTERM blocked, and a child would inherit that and ignore our SIGTERM.
 public func spawn(_ path: String, _ arguments: [String], environment: [String: String]? = nil,
@@ -81,6 +83,9 @@ public func spawn(_ path: String, _ arguments: [String], environment: [String: S
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+    // Nothing else of ours: a pipe another test is reading to EOF must not
+    // stay open in a long-lived child (its reader would wait for that child).
+    closeDescriptors(from: 3, in: &actions)
 
     let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
     defer { for a in argv { free(a) } }
@@ -91,6 +96,13 @@ public func spawn(_ path: String, _ arguments: [String], environment: [String: S
         else { posix_spawn(&pid, path, &actions, &attributes, argv, environ) }
     guard rc == 0 else { throw BrokerError(description: "posix_spawn \(path): \(String(cString: strerror(rc)))") }
     return pid
+}
+
+/// Adds a spawn action closing every descriptor from `from` up: a child
+/// started by one test keeps no pipe or socket of another (a reader waiting
+/// for EOF would otherwise wait for that child to exit).
+public func closeDescriptors(from: Int32, in actions: inout posix_spawn_file_actions_t) {
+    _ = csystem_spawn_close_from(&actions, from)
 }
 
 /// Waits (blocking) for `pid` to exit; returns its wait status.
