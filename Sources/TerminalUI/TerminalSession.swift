@@ -257,10 +257,21 @@ final class Core: Sendable {
         }
         guard go else { return }
         leave()
-        // SIGSTOP cannot be caught, blocked or ignored: the process stops
-        // here and carries on from here when continued.
-        kill(getpid(), SIGSTOP)
+        Self.stopProcess()
         resume(force: false)
+    }
+
+    /// Stops the whole process and returns once it is continued.
+    ///
+    /// `raise`, not `kill(getpid(), …)`: a signal sent to the process is
+    /// taken by whichever thread the kernel picks (often the main thread,
+    /// waiting in libdispatch's sigsuspend), and until that thread runs this
+    /// one carries on — it would take the terminal back before the stop and
+    /// then stop with the dashboard on the screen (seen under CPU load). A
+    /// signal raised on this thread is acted on as the call returns, and
+    /// SIGSTOP, which cannot be caught, blocked or ignored, stops every thread.
+    static func stopProcess() {
+        raise(SIGSTOP)
     }
 
     /// Back into our modes after a suspension (or, `force`, whenever not closed).
@@ -466,7 +477,7 @@ final class SignalHub: Sendable {
             // To the process, not this thread: Dispatch's threads block signals.
             kill(getpid(), sig)
         case SIGTSTP:
-            kill(getpid(), SIGSTOP)
+            Core.stopProcess()
         default:
             break
         }
