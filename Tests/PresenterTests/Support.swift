@@ -111,8 +111,9 @@ struct Simulated {
     let simulator: BlueZSimulator
     let client: BlueZClient
 
-    static func start(_ scenarioName: String) async throws -> Simulated {
-        let scenario = try loadScenario(scenarioName)
+    static func start(_ scenarioName: String, adjust: (inout Scenario) -> Void = { _ in }) async throws -> Simulated {
+        var scenario = try loadScenario(scenarioName)
+        adjust(&scenario)
         let bus = try PrivateBus.start()
         do {
             let simulator = BlueZSimulator(scenario: scenario)
