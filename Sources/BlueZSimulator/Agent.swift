@@ -107,7 +107,12 @@ extension BlueZSimulator {
             default: break
             }
         }
-        do { try await sleep(spec.delay) } catch { throw bluezError("AuthenticationCanceled", "Authentication Canceled") }
+        let wait = spec.delay > 0 ? duration(spec.delay) : nil
+        let remote = Task { if let wait { try await Task.sleep(for: wait) } }
+        op.remoteStep = remote
+        // CancelPairing may have come while the agent's answer was on its way back.
+        if op.cancelled { remote.cancel() }
+        do { try await remote.value } catch { throw bluezError("AuthenticationCanceled", "Authentication Canceled") }
         if op.cancelled { throw bluezError("AuthenticationCanceled", "Authentication Canceled") }
         if !spec.accept { throw bluezError("AuthenticationRejected", "Authentication Rejected") }
         if let e = d.spec.faults.pairError { throw e.dbusError }
@@ -136,6 +141,7 @@ extension BlueZSimulator {
         guard let op = d.pairing else { throw bluezError("DoesNotExist", "Does Not Exist") }
         op.cancelled = true
         op.agentCall?.cancel()
+        op.remoteStep?.cancel()
         if let agent = op.agent, let connection {
             let message = DBusMessage(kind: .methodCall, flags: [.noReplyExpected], path: agent.path, interface: BlueZ.agent,
                                       member: "Cancel", destination: agent.sender)

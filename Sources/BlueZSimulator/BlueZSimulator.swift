@@ -142,6 +142,8 @@ final class PairingOperation {
     var cancelled = false
     var agent: AgentRecord?
     var agentCall: Task<DBusMessage, any Error>?
+    /// The remote's part after the agent step (`PairingSpec.delay`); CancelPairing cuts it short.
+    var remoteStep: Task<Void, any Error>?
 }
 
 final class DeviceState {

@@ -43,6 +43,10 @@ public protocol PairingService: Sendable {
     func pair(_ device: DeviceID) async throws(DomainError)
     /// Answers the prompt `id` (ignored if it is no longer pending).
     func answer(_ id: UInt64, _ response: AgentResponse)
+    /// Asks bluetoothd to stop pairing with `device` (Device1.CancelPairing,
+    /// what bluetoothctl's `cancel-pairing` does): the `pair` call then fails.
+    /// Throws when no pairing with it is in progress.
+    func cancelPairing(_ device: DeviceID) async throws(DomainError)
     /// How every `pair` call ends, from now on (nothing is replayed).
     func outcomes() -> AsyncStream<PairingOutcome>
 }
@@ -92,6 +96,14 @@ public final class BlueZPairingService: PairingService {
             store.update { $0 = nil }
             outcome.yield(.failed(device, reason: error.description))
             throw DomainError("pairing with \(device.address) failed: \(error.description)")
+        }
+    }
+
+    public func cancelPairing(_ device: DeviceID) async throws(DomainError) {
+        do {
+            try await client.cancelPairing(device)
+        } catch {
+            throw DomainError("cannot cancel pairing with \(device.address): \(error.description)")
         }
     }
 

@@ -111,7 +111,18 @@ public final class PairingPresenter: Presenter {
             guard let p = prompt.withLock({ $0 }) else { return }
             service.answer(p.id, .reject)
         case .cancelled:
-            if let p = prompt.withLock({ $0 }) { service.answer(p.id, .cancel) }
+            // Leaving the screen ends the pairing too, as bluetoothctl's
+            // cancel-pairing does: the open question is answered "cancelled"
+            // and bluetoothd is asked to stop (a display question, or none,
+            // leaves nothing to answer, and Pair would otherwise go on).
+            if case .pairing = store.state.phase {
+                if let p = prompt.withLock({ $0 }) { service.answer(p.id, .cancel) }
+                let service = self.service, device = store.state.device
+                runtime.track(Task {
+                    // Pairing may have ended meanwhile ("does not exist"): nothing to undo.
+                    try? await service.cancelPairing(device)
+                })
+            }
             navigator.pop()
         case let .promptChanged(p):
             prompt.withLock { $0 = p }

@@ -146,6 +146,7 @@ struct StillPairing: PairingService {
     func outcomes() -> AsyncStream<PairingOutcome> { AsyncStream { _ in } }
     func pair(_ device: DeviceID) async throws(DomainError) {}
     func answer(_ id: UInt64, _ response: AgentResponse) {}
+    func cancelPairing(_ device: DeviceID) async throws(DomainError) {}
 }
 struct StillAdapters: AdapterRepository {
     func snapshots() -> AsyncStream<AdapterListSnapshot> { AsyncStream { $0.yield(AdapterListSnapshot(bluetoothdAvailable: true)) } }

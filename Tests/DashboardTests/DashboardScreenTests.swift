@@ -56,6 +56,7 @@ final class Pairing: PairingService {
         }
         store.update { $0 = nil }
     }
+    func cancelPairing(_ device: DeviceID) async throws(DomainError) {}
     func answer(_ id: UInt64, _ response: AgentResponse) {
         answers.withLock { $0.append(response) }
         waiting.withLock { w in defer { w = nil }; return w }?.resume()

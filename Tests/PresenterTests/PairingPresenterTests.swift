@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 import BlueZ
 import BlueZSimulator
 import DBus
@@ -25,6 +26,9 @@ final class FakePairingService: PairingService {
     func outcomes() -> AsyncStream<PairingOutcome> { outcome.events() }
 
     func answer(_ id: UInt64, _ response: AgentResponse) { answers.withLock { $0.append((id, response)) } }
+
+    let cancelled = Mutex<[DeviceID]>([])
+    func cancelPairing(_ device: DeviceID) async throws(DomainError) { cancelled.withLock { $0.append(device) } }
 
     func ask(_ prompt: PairingPrompt?) { store.update { $0 = prompt } }
 
@@ -178,6 +182,7 @@ final class FakePairingService: PairingService {
         presenter.send(.cancelled)
         try await Task.sleep(for: .milliseconds(50))
         #expect(service.answers.withLock { $0.map(\.1) } == [.reject, .cancel])
+        #expect(service.cancelled.withLock { $0 } == [device])
         #expect(navigator.stack == [.deviceList])
         await service.end(with: DomainError("pairing with F0:00:00:00:00:02 failed: AuthenticationCanceled"))
         expected.phase = .failed("pairing with F0:00:00:00:00:02 failed: AuthenticationCanceled")
@@ -202,6 +207,38 @@ final class FakePairingService: PairingService {
         try await client.mirror.wait(for: "paired", timeout: .seconds(5)) { [device] in $0.devices[device]?.paired == true }
         var heard = outcomes.makeAsyncIterator()
         #expect(await heard.next() == .paired(device))
+        await session.stop()
+        await simulator.stop()
+    }
+
+    /// Leaving the pairing screen while the device shows a passkey (nothing
+    /// to answer) stops the pairing in bluetoothd: Pair ends at once with
+    /// AuthenticationCanceled instead of when the remote would have finished.
+    @Test func leavingTheScreenCancelsPairingInBluetoothd() async throws {
+        let address = device.address.description
+        let sim = try await Simulated.start("test-faults.json") { scenario in
+            for d in scenario.devices.indices where scenario.devices[d].address == address {
+                scenario.devices[d].pairing.method = .displayPasskey
+                scenario.devices[d].pairing.passkey = 4242
+                scenario.devices[d].pairing.delay = 600
+            }
+        }
+        defer { sim.bus.stop() }
+        let simulator = sim.simulator, client = sim.client
+        let session = try await client.discover(adapter: try client.adapter().id)
+        try await client.mirror.wait(for: "the lock", timeout: .seconds(5)) { [device] in $0.devices[device] != nil }
+        let service = BlueZPairingService(client: client)
+        let outcomes = service.outcomes()
+        let navigator = Navigator()
+        navigator.push(.pairing(device))
+        let presenter = P(device: device, service: service, navigator: navigator)
+        presenter.send(.pairRequested)
+        #expect(await wait(presenter) { $0.phase == .pairing(question: .typeOnDevice("004242")) }, "\(presenter.state)")
+        presenter.send(.cancelled)
+        let outcome = await first(outcomes, within: 20) { _ in true }
+        #expect(outcome == .failed(device, reason: "AuthenticationCanceled: Authentication Canceled"), "\(String(describing: outcome))")
+        #expect(navigator.stack == [.deviceList])
+        #expect(client.mirror.snapshot().devices[device]?.paired == false)
         await session.stop()
         await simulator.stop()
     }
