@@ -89,13 +89,12 @@ public final class MQTTClient: Sendable {
         let client = MQTTClient(configuration: configuration, handle: MosquittoHandle(raw: raw), core: core)
         try client.applyOptions()
 
-        let handle = client.handle
-        let keepAlive = Int32(configuration.keepAlive)
-        let connectFailure: String? = await offPool {
-            let rc = mosquitto_connect(handle.raw, configuration.host, Int32(configuration.port), keepAlive)
-            return rc == mosqOK ? nil : errorText(rc)
+        switch await client.openConnection(timeout: configuration.connectTimeout) {
+        case .opened: break
+        case let .failed(reason): throw .connectionFailed(endpoint: endpoint, reason: reason)
+        case .timedOut: throw .timedOut(endpoint: endpoint, operation: "the TCP/TLS connection")
+        case .cancelled: throw .cancelled(endpoint: endpoint, operation: "CONNECT")
         }
-        if let connectFailure { throw .connectionFailed(endpoint: endpoint, reason: connectFailure) }
 
         let rc = mosquitto_loop_start(raw)
         guard rc == mosqOK else { throw .connectionFailed(endpoint: endpoint, reason: "cannot start the network thread: \(errorText(rc))") }
@@ -107,6 +106,37 @@ public final class MQTTClient: Sendable {
         case let .failure(error):
             await client.disconnect()
             throw error
+        }
+    }
+
+    enum Opening: Sendable {
+        case opened, failed(String), timedOut, cancelled
+    }
+
+    /// libmosquitto's blocking connect (name lookup, TCP, TLS handshake), on
+    /// a Dispatch thread, bounded by `timeout` and by cancellation of the
+    /// caller. A host that drops packets would otherwise hold the caller for
+    /// the kernel's SYN retries (about two minutes) — longer than systemd
+    /// waits for a stopping gateway. When the caller gives up, the thread
+    /// keeps this client until the call returns; the client is then released
+    /// there (its deinit closes the socket), never while libmosquitto uses it.
+    private func openConnection(timeout: Duration) async -> Opening {
+        let outcome = OneShot<Opening>()
+        let host = configuration.host, port = Int32(configuration.port), keepAlive = Int32(configuration.keepAlive)
+        DispatchQueue.global().async { [self] in
+            let rc = mosquitto_connect(handle.raw, host, port, keepAlive)
+            outcome.resolve(rc == mosqOK ? .opened : .failed(errorText(rc)))
+            // `self` (captured strongly) is released here, after the call.
+        }
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            if !Task.isCancelled { outcome.resolve(.timedOut) }
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await outcome.value()
+        } onCancel: {
+            outcome.resolve(.cancelled)
         }
     }
 
@@ -277,5 +307,36 @@ public final class MQTTClient: Sendable {
 func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
     await withCheckedContinuation { c in
         DispatchQueue.global().async { c.resume(returning: body()) }
+    }
+}
+
+/// A value that is decided once (later decisions are ignored) and awaited
+/// by one caller.
+final class OneShot<T: Sendable>: Sendable {
+    private struct State {
+        var value: T?
+        var waiter: CheckedContinuation<T, Never>?
+    }
+    private let state = Mutex(State())
+
+    func resolve(_ value: T) {
+        let waiter = state.withLock { s -> CheckedContinuation<T, Never>? in
+            guard s.value == nil else { return nil }
+            s.value = value
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume(returning: value)
+    }
+
+    func value() async -> T {
+        await withCheckedContinuation { c in
+            let ready = state.withLock { s -> T? in
+                if let v = s.value { return v }
+                s.waiter = c
+                return nil
+            }
+            if let ready { c.resume(returning: ready) }
+        }
     }
 }

@@ -48,7 +48,8 @@ public struct MQTTConfiguration: Sendable {
     public var reconnectDelayMin: Int
     /// …up to this many seconds.
     public var reconnectDelayMax: Int
-    /// How long ``MQTTClient/connect(_:)`` waits for the broker's CONNACK.
+    /// How long ``MQTTClient/connect(_:)`` waits for the TCP/TLS connection,
+    /// and then as long again for the broker's CONNACK.
     public var connectTimeout: Duration
 
     public init(

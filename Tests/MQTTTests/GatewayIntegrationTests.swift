@@ -207,12 +207,15 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
     }
 
     @Test func readingsProducedWhileTheBrokerIsDownArriveAfterwardsInOrder() async throws {
-        try await withBroker { broker in
+        // The watcher keeps one durable session (clean session off; the broker saves it when it
+        // stops and loads it when it starts again), so the broker queues the gateway's states for
+        // it from the moment it is back, whichever of the two clients reconnects first.
+        try await withBroker(persistent: true) { broker in
             let gateway = try await GatewayHarness.start(try demoScenario(), broker: broker)
-            let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
-            let before = Inbox(try await watcher.subscribe("blecompanion/test/+/state", qos: .atLeastOnce))
-            _ = await before.wait { $0.filter { $0.topic == "\(Self.ruuvi)/state" }.count >= 2 }
-            await watcher.disconnect()
+            let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port, clientID: "outage-watcher",
+                                                                         cleanSession: false, reconnectDelayMin: 1, reconnectDelayMax: 1))
+            let inbox = Inbox(try await watcher.subscribe("blecompanion/test/+/state", qos: .atLeastOnce))
+            _ = await inbox.wait { $0.filter { $0.topic == "\(Self.ruuvi)/state" }.count >= 2 }
 
             // The broker goes away; everything the gateway produces from now on, in its order
             // (what it produced just before may have reached the old broker already).
@@ -221,11 +224,9 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
             // The Ruuvi changes every second: several states pile up in SQLite.
             _ = await produced.wait(timeout: .seconds(20)) { $0.filter { $0.topic == "\(Self.ruuvi)/state" }.count >= 4 }
             #expect(gateway.runtime.queue.depth >= 4)
-            try await broker.resume()
-            let after = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
-            let arrived = Inbox(try await after.subscribe("blecompanion/test/+/state", qos: .atLeastOnce))
             let outage = produced.all.filter { $0.topic.hasSuffix("/state") }
-            let received = await arrived.wait(timeout: .seconds(20)) { all in
+            try await broker.resume()
+            let received = await inbox.wait(timeout: .seconds(30)) { all in
                 let texts = all.map { "\($0.topic) \($0.text ?? "")" }
                 guard let first = outage.first, let i = texts.firstIndex(of: "\(first.topic) \(first.text)") else { return false }
                 return texts.count - i >= outage.count
@@ -239,7 +240,7 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
             let got = all[start...].prefix(expected.count)
             #expect(Array(got) == expected, "every state produced during the outage, in order")
             #expect(try gateway.runtime.queue.dropped() == 0)
-            await after.disconnect()
+            await watcher.disconnect()
             await gateway.stop()
         }
     }

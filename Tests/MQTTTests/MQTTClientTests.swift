@@ -176,6 +176,46 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
         }
     }
 
+    /// A host that drops packets (here: a listener whose accept queue is
+    /// full, so the kernel drops further SYNs) would hold `connect` for the
+    /// kernel's SYN retries, about two minutes; it gives up after
+    /// `connectTimeout` instead, and at once when its task is cancelled (a
+    /// gateway stopping while the broker is unreachable).
+    @Test func aHostThatNeverAnswersTimesOutAndCancellingStopsTheWait() async throws {
+        let listener = try SilentListener()
+        defer { listener.close() }
+        let clock = ContinuousClock()
+
+        let started = clock.now
+        do throws(MQTTError) {
+            let client = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: listener.port, clientID: "patient",
+                                                                        connectTimeout: .seconds(1)))
+            await client.disconnect()
+            Issue.record("connect to a silent host succeeded")
+        } catch {
+            guard case .timedOut = error else { Issue.record("expected .timedOut, got \(error)"); return }
+            #expect(error.description.contains("127.0.0.1:\(listener.port)"), "\(error)")
+        }
+        #expect(clock.now - started < .seconds(20), "\(clock.now - started)")
+
+        let waiting = Task { () async -> MQTTError? in
+            do throws(MQTTError) {
+                let client = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: listener.port, clientID: "cancelled",
+                                                                            connectTimeout: .seconds(600)))
+                await client.disconnect()
+                return nil
+            } catch {
+                return error
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        let cancelledAt = clock.now
+        waiting.cancel()
+        let error = await waiting.value
+        guard case .cancelled? = error else { Issue.record("expected .cancelled, got \(String(describing: error))"); return }
+        #expect(clock.now - cancelledAt < .seconds(20), "\(clock.now - cancelledAt)")
+    }
+
     @Test func mqtt5ConnectionPublishesAndSubscribes() async throws {
         try await withBroker { broker in
             let v5 = try await MQTTClient.connect(configuration(broker, "five") { $0.protocolVersion = .v5 })
@@ -188,5 +228,42 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
             #expect(broker.log.contains("as five (p5,"), "\(broker.log)")
             await v5.disconnect()
         }
+    }
+}
+
+/// A TCP listener on 127.0.0.1 that never accepts, with its one-connection
+/// accept queue already filled: the kernel drops every further SYN, so a
+/// client's connect hangs as it would towards a host behind a dropping
+/// firewall.
+final class SilentListener: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let filler: Int32
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
+                bind(listener, p, length) == 0 && listen(listener, 0) == 0 && getsockname(listener, p, &length) == 0
+            }
+        }
+        guard listener >= 0, bound else { throw BrokerError(description: "silent listener: \(String(cString: strerror(errno)))") }
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
+        }
+        guard filler >= 0, connected else { throw BrokerError(description: "silent listener filler: \(String(cString: strerror(errno)))") }
+        self.listener = listener
+        self.filler = filler
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() {
+        _ = Glibc.close(filler)
+        _ = Glibc.close(listener)
     }
 }

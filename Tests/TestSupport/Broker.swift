@@ -124,12 +124,15 @@ public final class Broker: Sendable {
     var logFile: URL { directory.appendingPathComponent("mosquitto.log") }
 
     /// `users`: name → password; when given, anonymous clients are refused.
-    private init(port: Int, directory: URL, users: [String: String]?) throws {
+    /// `persistent`: sessions and queued messages are saved when the broker
+    /// stops and loaded when it starts again (``pause()``/``resume()``).
+    private init(port: Int, directory: URL, users: [String: String]?, persistent: Bool) throws {
         self.port = port
         self.directory = directory
         var config = """
             listener \(port) 127.0.0.1
-            persistence false
+            persistence \(persistent)
+            persistence_location \(directory.path)/
             log_dest file \(logFile.path)
             log_type all
 
@@ -149,7 +152,7 @@ public final class Broker: Sendable {
         try config.write(to: configFile, atomically: true, encoding: .utf8)
     }
 
-    public static func start(users: [String: String]? = nil) async throws -> Broker {
+    public static func start(users: [String: String]? = nil, persistent: Bool = false) async throws -> Broker {
         try await offPool {
             let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-broker-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -158,7 +161,7 @@ public final class Broker: Sendable {
             var lastError: Error = BrokerError(description: "no attempt")
             for _ in 0..<3 {
                 do {
-                    let broker = try Broker(port: try freeLoopbackPort(), directory: directory, users: users)
+                    let broker = try Broker(port: try freeLoopbackPort(), directory: directory, users: users, persistent: persistent)
                     try broker.launch()
                     return broker
                 } catch {
@@ -218,8 +221,8 @@ public final class Broker: Sendable {
 }
 
 /// Runs `body` with a fresh broker, and always stops it.
-public func withBroker<T>(users: [String: String]? = nil, _ body: (Broker) async throws -> T) async throws -> T {
-    let broker = try await Broker.start(users: users)
+public func withBroker<T>(users: [String: String]? = nil, persistent: Bool = false, _ body: (Broker) async throws -> T) async throws -> T {
+    let broker = try await Broker.start(users: users, persistent: persistent)
     do {
         let result = try await body(broker)
         await broker.stop()
