@@ -32,7 +32,7 @@ struct GatewayHarness {
             var mqtt: MQTTConfiguration?
             if let broker {
                 var config = MQTTConfiguration(host: "127.0.0.1", port: broker.port, clientID: "gateway-under-test")
-                // A restarted broker: the test's new subscriber subscribes before the gateway is back.
+                // Back within 2 s of a broker restart (libmosquitto reconnects by itself).
                 config.reconnectDelayMin = 2
                 config.reconnectDelayMax = 2
                 mqtt = config
