@@ -220,7 +220,11 @@ final class AgentLog: @unchecked Sendable {
     }
 
     @Test func connectionFaults() async throws {
-        try await withSimulator(try loadScenario("test-faults.json")) { _, _, client in
+        // Connecting takes 2 s here (0.2 s in the fixture), so the second Connect below
+        // reaches the simulator while the first is pending even on a loaded machine.
+        var scenario = try loadScenario("test-faults.json")
+        scenario.settings.connectDelay = 2
+        try await withSimulator(scenario) { _, _, client in
             let adapter = try proxy(client, "/org/bluez/hci0", "org.bluez.Adapter1")
             try await adapter.call("StartDiscovery")
             let flaky = "/org/bluez/hci0/dev_F0_00_00_00_00_01"
@@ -234,7 +238,7 @@ final class AgentLog: @unchecked Sendable {
             }
             // A second Connect while one is pending: InProgress.
             async let pending: String? = errorName { try await device.call("Connect") }
-            try await Task.sleep(for: .milliseconds(50))
+            try await Task.sleep(for: .milliseconds(300))
             #expect(await errorName { try await device.call("Connect") } == "org.bluez.Error.InProgress")
             #expect(await pending == "org.bluez.Error.Failed")
             // Third time lucky, then the device drops the link after 0.4 s.

@@ -188,8 +188,12 @@ func jsonLines(_ text: String) -> [[String: Any]] {
         let gone = dir.appendingPathComponent("unplugged.json")
         try Data(#"{"adapters": [{"id": "hci0", "address": "00:1A:7D:DA:71:13", "outages": [{"at": 0}]}]}"#.utf8).write(to: gone)
         let goneSim = try await SimulatorProcess.start(gone.path)
-        try await Task.sleep(for: .milliseconds(500))
-        let devices = try await goneSim.runAsync(["devices"])
+        // The outage at 0 s is played just after start-up: ask until it has been.
+        var devices = try await goneSim.runAsync(["devices"])
+        for _ in 0..<20 where devices.status == 0 {
+            try await Task.sleep(for: .milliseconds(250))
+            devices = try await goneSim.runAsync(["devices"])
+        }
         await goneSim.stopAsync()
         #expect(devices.status == 1)
         #expect(devices.stderr.contains("no Bluetooth adapter"), "\(devices.stderr)")

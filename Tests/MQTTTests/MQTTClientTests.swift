@@ -126,14 +126,16 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
             let up = await states.wait(until: reconnected)
             #expect(up.last == .connected, "\(up)")
             await publisherStates.wait(until: reconnected)
-            // The re-SUBSCRIBE is sent from on_connect, before anything we
-            // publish now; give the SUBACK a moment on a busy machine.
-            try await Task.sleep(for: .milliseconds(200))
-
-            try await publisher.publish(MQTTMessage(topic: "r/after", text: "back", qos: .atLeastOnce))
-            let got = await inbox.wait { !$0.isEmpty }
-            #expect(got.map(\.topic) == ["r/after"])
-            #expect(got.first?.text == "back")
+            // The re-SUBSCRIBE is sent from on_connect, but the broker may take
+            // the publisher's message first on a busy machine: publish until one
+            // arrives (with no re-subscribe none ever would).
+            var got: [MQTTMessage] = []
+            for attempt in 1...20 where got.isEmpty {
+                try await publisher.publish(MQTTMessage(topic: "r/after", text: "back \(attempt)", qos: .atLeastOnce))
+                got = await inbox.wait(timeout: .seconds(1)) { !$0.isEmpty }
+            }
+            #expect(!got.isEmpty && got.allSatisfy { $0.topic == "r/after" }, "\(got.map(\.topic))")
+            #expect(got.first?.text?.hasPrefix("back ") == true)
 
             await publisher.disconnect()
             await subscriber.disconnect()

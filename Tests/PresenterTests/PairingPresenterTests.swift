@@ -180,10 +180,10 @@ final class FakePairingService: PairingService {
         expected.phase = .pairing(question: .typeOnDevice("000042"))
         await states.expectNext(expected)
         presenter.send(.cancelled)
-        try await Task.sleep(for: .milliseconds(50))
+        // The action runs on the presenter's queue, the cancel request beside it.
+        #expect(await eventually { service.cancelled.withLock { $0 } == [device] && navigator.stack == [.deviceList] },
+                "\(service.cancelled.withLock { $0 }) \(navigator.stack)")
         #expect(service.answers.withLock { $0.map(\.1) } == [.reject, .cancel])
-        #expect(service.cancelled.withLock { $0 } == [device])
-        #expect(navigator.stack == [.deviceList])
         await service.end(with: DomainError("pairing with F0:00:00:00:00:02 failed: AuthenticationCanceled"))
         expected.phase = .failed("pairing with F0:00:00:00:00:02 failed: AuthenticationCanceled")
         await states.expectNext(expected)
