@@ -12,7 +12,8 @@ import Domain
 /// reading history.
 @Suite(.timeLimit(.minutes(1))) struct DeviceDetailIntegrationTests {
     @Test func connectReadNotifyWriteDisconnectAndForgetTheHeartStrap() async throws {
-        // The strap notifies 72 bpm once (no repeating timeline), so every
+        // The strap notifies 74 bpm once (no repeating timeline; 72 is its
+        // cached value before any notification), so every
         // value it shows stays until the next one and each check below looks
         // at where the state settles, not at a state in passing (states are
         // coalesced: a slow observer sees only the latest).
@@ -20,7 +21,7 @@ import Domain
             for d in scenario.devices.indices where scenario.devices[d].address == "A4:C1:38:00:00:02" {
                 for s in scenario.devices[d].gatt.indices {
                     for c in scenario.devices[d].gatt[s].characteristics.indices where scenario.devices[d].gatt[s].characteristics[c].uuid == "2a37" {
-                        scenario.devices[d].gatt[s].characteristics[c].notifications = Timeline(events: [ValueEvent(at: 0.1, value: [0x00, 0x48])])
+                        scenario.devices[d].gatt[s].characteristics[c].notifications = Timeline(events: [ValueEvent(at: 0.1, value: [0x00, 0x4A])])
                     }
                 }
             }
@@ -66,8 +67,8 @@ import Domain
         #expect(await waitFor(presenter) { s in
             s.operations[hr.id] == nil && s.services.value?.first?.characteristics.first { $0.id == hr.id }?.notifying == true
         }, "\(presenter.state)")
-        // The strap's timeline notifies 72 bpm.
-        #expect(await waitFor(presenter) { heartRate(in: $0, hr.id) == 72 }, "\(presenter.state)")
+        // The strap's timeline notifies 74 bpm.
+        #expect(await waitFor(presenter) { heartRate(in: $0, hr.id) == 74 }, "\(presenter.state)")
 
         // Writing 01 to the control point makes the strap notify 80 bpm.
         presenter.send(.writeRequested(control.id, hex: "01", withoutResponse: false))
