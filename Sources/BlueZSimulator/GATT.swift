@@ -32,7 +32,8 @@ extension BlueZSimulator {
                         DBusPropertyDescription("MTU", .uint16),
                     ]
                     var values: [String: DBusValue] = [
-                        "UUID": .string(c.spec.uuid), "Service": .objectPath(s.path), "Value": .bytes(c.value),
+                        // bluetoothd's cached value: empty until a read or a notification.
+                        "UUID": .string(c.spec.uuid), "Service": .objectPath(s.path), "Value": .bytes([]),
                         "Flags": strings(c.spec.flags), "Handle": .uint16(UInt16(c.handle)), "MTU": .uint16(d.spec.mtu),
                     ]
                     if canNotify {
@@ -86,7 +87,7 @@ extension BlueZSimulator {
                                 DBusPropertyDescription("Flags", stringArray),
                                 DBusPropertyDescription("Handle", .uint16),
                             ]), values: [
-                                "UUID": .string(desc.spec.uuid), "Characteristic": .objectPath(c.path), "Value": .bytes(desc.value),
+                                "UUID": .string(desc.spec.uuid), "Characteristic": .objectPath(c.path), "Value": .bytes([]),
                                 "Flags": strings(desc.spec.flags), "Handle": .uint16(UInt16(desc.handle)),
                             ]),
                         ])

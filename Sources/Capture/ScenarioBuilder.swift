@@ -205,7 +205,9 @@ private struct BuildState {
             record.flags = props["Flags"].flatMap { try? [String](dbusValue: $0.unwrapped) } ?? record.flags
             record.handle = c.handle ?? record.handle
             record.mtu = c.mtu ?? record.mtu
-            if record.value == nil, let v = c.value { record.value = v }
+            // bluetoothd's cached Value is empty until someone reads or is
+            // notified: empty says nothing about the device's value.
+            if record.value == nil, let v = c.value, !v.isEmpty { record.value = v }
             if c.notifying {
                 record.notifying = true
                 if record.notifyStart == nil { record.notifyStart = t }
@@ -216,7 +218,8 @@ private struct BuildState {
             let d = GATTDescriptor(id: attribute, properties: props)
             let flags = props["Flags"].flatMap { try? [String](dbusValue: $0.unwrapped) } ?? []
             let known = devices[device]?.descriptors[path]
-            devices[device]?.descriptors[path] = (d.characteristic ?? path.parent ?? path, d.uuid, flags, d.handle, known?.value ?? d.value)
+            let cached = d.value.flatMap { $0.isEmpty ? nil : $0 }
+            devices[device]?.descriptors[path] = (d.characteristic ?? path.parent ?? path, d.uuid, flags, d.handle, known?.value ?? cached)
         }
     }
 

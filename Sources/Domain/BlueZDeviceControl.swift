@@ -196,9 +196,17 @@ public final class BlueZDeviceControl: DeviceControl {
     }
 
     public func read(_ characteristic: GATTAttributeID) async throws(DomainError) -> [UInt8] {
-        try await run("reading \(attributeName(characteristic)) of", characteristic.device) { () async throws(BlueZError) in
+        let value = try await run("reading \(attributeName(characteristic)) of", characteristic.device) { () async throws(BlueZError) in
             try await client.readValue(characteristic)
         }
+        // bluetoothd updates the cached Value (PropertiesChanged) before it
+        // replies, but the mirror applies signals on its own task: wait for it
+        // so the details show what was read. A notification may replace the
+        // value meanwhile; then this gives up after a moment.
+        try? await client.mirror.wait(for: "the value read", timeout: .seconds(1)) { snapshot in
+            snapshot.characteristics[characteristic.path]?.value == value
+        }
+        return value
     }
 
     public func write(_ characteristic: GATTAttributeID, _ value: [UInt8], withoutResponse: Bool) async throws(DomainError) {

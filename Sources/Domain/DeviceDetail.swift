@@ -145,6 +145,9 @@ public protocol DeviceControl: Sendable {
     func setTrusted(_ on: Bool, _ id: DeviceID) async throws(DomainError)
     /// Removes the device and its pairing from bluetoothd (RemoveDevice).
     func forget(_ id: DeviceID) async throws(DomainError)
+    /// Reads the value from the device. By the time it returns, `details(of:)`
+    /// has published it as the characteristic's value (bluetoothd's cached
+    /// Value), unless a newer one replaced it.
     func read(_ characteristic: GATTAttributeID) async throws(DomainError) -> [UInt8]
     func write(_ characteristic: GATTAttributeID, _ value: [UInt8], withoutResponse: Bool) async throws(DomainError)
     func setNotifying(_ on: Bool, _ characteristic: GATTAttributeID) async throws(DomainError)

@@ -53,6 +53,26 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
         return stream
     }
 
+    /// Waits until the state satisfies `condition` (now or after a change),
+    /// at most `timeout`; true if it did.
+    public func wait(atMost timeout: Duration, until condition: @escaping @Sendable (State) -> Bool) async -> Bool {
+        if condition(state) { return true }
+        let states = self.states()
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await s in states where condition(s) { return true }
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+    }
+
     deinit { inner.withLock { i in for (_, c) in i.subscribers { c.finish() } } }
 }
 

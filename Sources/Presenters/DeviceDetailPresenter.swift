@@ -144,7 +144,18 @@ public final class DeviceDetailPresenter: Presenter {
             guard let node = characteristic(c), node.canRead else {
                 return store.update { $0.operations[c] = .failed("this characteristic cannot be read") }
             }
-            operate(c, .reading) { (control) async throws(DomainError) in _ = try await control.read(c) }
+            let store = self.store
+            operate(c, .reading) { (control) async throws(DomainError) in
+                let value = try await control.read(c)
+                // The control has published the value before returning, but
+                // its details reach this presenter on their own path: the
+                // read ends once the state shows it (or a newer value has
+                // replaced it, then after a short wait), so whoever waits for
+                // the operation to end finds the value read in the state.
+                _ = await store.wait(atMost: .seconds(2)) { s in
+                    s.services.value?.lazy.flatMap(\.characteristics).first { $0.id == c }?.value == value
+                }
+            }
         case let .writeRequested(c, hex, withoutResponse):
             guard let node = characteristic(c), withoutResponse ? node.canWriteWithoutResponse : node.canWrite else {
                 return store.update { $0.operations[c] = .failed("this characteristic cannot be written\(withoutResponse ? " without response" : "")") }

@@ -32,7 +32,17 @@ final class FakeDeviceControl: DeviceControl {
     func forget(_ id: DeviceID) async throws(DomainError) { try record("forget", "forget") }
     func read(_ c: GATTAttributeID) async throws(DomainError) -> [UInt8] {
         try record("read \(c.path.rawValue.suffix(8))", "read")
-        return readValue.withLock { $0 }
+        // As the real control does: the value read is in the details when this returns.
+        let value = readValue.withLock { $0 }
+        emit { s in
+            for si in s.services.indices {
+                for ci in s.services[si].characteristics.indices where s.services[si].characteristics[ci].id == c {
+                    s.services[si].characteristics[ci].value = value
+                    s.services[si].characteristics[ci].decoded = AttributeDecoding.decode(uuid: s.services[si].characteristics[ci].uuid, value: value)
+                }
+            }
+        }
+        return value
     }
     func write(_ c: GATTAttributeID, _ value: [UInt8], withoutResponse: Bool) async throws(DomainError) {
         try record("write \(c.path.rawValue.suffix(8)) \(hexString(bytes: value))\(withoutResponse ? " cmd" : "")", "write")
