@@ -196,12 +196,7 @@ public final class ReadingStore: ReadingHistory {
         do {
             return try pool.read { db in
                 try Row.fetchAll(db, sql: "SELECT id, address, name, format, firstSeen, lastSeen, latest FROM device ORDER BY id").compactMap { row in
-                    let path: String = row["id"], addressText: String = row["address"]
-                    let parts = path.split(separator: "/")   // org, bluez, hciN, dev_…
-                    guard parts.count == 4, let adapter = try? AdapterID(name: String(parts[2])),
-                          let address = try? BluetoothAddress(addressText) else { return nil }
-                    let id = DeviceID(adapter: adapter, address: address)
-                    guard id.path.rawValue == path else { return nil }
+                    guard let id = ReadingStore.deviceID(path: row["id"], address: row["address"]) else { return nil }
                     return RememberedDevice(id: id, name: row["name"], format: row["format"],
                                             firstSeen: Date(timeIntervalSince1970: row["firstSeen"]),
                                             lastSeen: Date(timeIntervalSince1970: row["lastSeen"]),
@@ -220,23 +215,46 @@ public final class ReadingStore: ReadingHistory {
     public func compact(now: Date) throws(DomainError) -> Int {
         let t = now.timeIntervalSince1970
         do {
-            try pool.write { db in
+            let changed = try pool.write { db -> [DeviceID] in
+                // The devices whose history this changes (the same cut-offs as below).
+                let affected = try Row.fetchAll(db, sql: """
+                    SELECT DISTINCT r.device AS id, d.address AS address FROM reading r JOIN device d ON d.id = r.device
+                    WHERE (r.resolution = 0 AND r.at < ?) OR (r.resolution = 1 AND r.at < ?) OR r.at < ?
+                    """, arguments: [ReadingStore.wholeBuckets(before: t - policy.rawFor, of: 3_600),
+                                     ReadingStore.wholeBuckets(before: t - policy.hourlyFor, of: 86_400), t - policy.keepFor])
                 try ReadingStore.downsample(db, from: 0, to: 1, bucket: 3_600, olderThan: t - policy.rawFor)
                 try ReadingStore.downsample(db, from: 1, to: 2, bucket: 86_400, olderThan: t - policy.hourlyFor)
                 try db.execute(sql: "DELETE FROM reading WHERE at < ?", arguments: [t - policy.keepFor])
+                return affected.compactMap { ReadingStore.deviceID(path: $0["id"], address: $0["address"]) }
             }
+            // Whoever shows those histories reloads them.
+            if !changed.isEmpty { revision.update { r in for d in changed { r[d, default: 0] += 1 } } }
             return try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM reading") ?? 0 }
         } catch {
             throw DomainError("cannot compact the readings: \(error)")
         }
     }
 
+    /// The device a stored id (its D-Bus path) and address name; nil for a row
+    /// that is not a device path.
+    static func deviceID(path: String, address addressText: String) -> DeviceID? {
+        let parts = path.split(separator: "/")   // org, bluez, hciN, dev_…
+        guard parts.count == 4, let adapter = try? AdapterID(name: String(parts[2])),
+              let address = try? BluetoothAddress(addressText) else { return nil }
+        let id = DeviceID(adapter: adapter, address: address)
+        return id.path.rawValue == path ? id : nil
+    }
+
+    /// Where the whole buckets of `bucket` seconds that end before `cutoff` end.
+    static func wholeBuckets(before cutoff: Double, of bucket: Double) -> Double {
+        (cutoff / bucket).rounded(.down) * bucket
+    }
+
     /// Averages rows of resolution `from` older than `cutoff` into buckets of
     /// `bucket` seconds at resolution `to` (weighted by their sample counts),
     /// merging with buckets already there, then deletes the originals.
     private static func downsample(_ db: Database, from: Int, to: Int, bucket: Double, olderThan cutoff: Double) throws {
-        // Only whole buckets that end before the cutoff.
-        let limit = (cutoff / bucket).rounded(.down) * bucket
+        let limit = wholeBuckets(before: cutoff, of: bucket)
         try db.execute(sql: """
             INSERT INTO reading (device, kind, label, at, value, samples, resolution)
             SELECT device, kind, label, bucketStart, sum(value * samples) / sum(samples), sum(samples), ?

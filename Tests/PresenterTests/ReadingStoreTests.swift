@@ -45,7 +45,7 @@ import BlueZ
         #expect(remembered.first?.firstSeen == t0 && remembered.first?.lastSeen == t0.addingTimeInterval(61))
     }
 
-    @Test func retentionAveragesHourlyThenDailyThenForgets() throws {
+    @Test func retentionAveragesHourlyThenDailyThenForgets() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         var policy = RetentionPolicy()
         policy.minimumInterval = 0
@@ -58,14 +58,18 @@ import BlueZ
         #expect(try store.history(of: device, kind: .temperature).count == 432)
         // One day later than the last value: the first 3 days become hourly averages, the rest stays raw.
         let now = start.addingTimeInterval(3 * 86_400 + 86_400)
+        let before = await revision(store)
         try store.compact(now: now)
+        // Whoever shows the device's history hears that it changed.
+        #expect(await revision(store) == before + 1)
         let hourly = try store.history(of: device, kind: .temperature)
         #expect(hourly.count == 72)
         #expect(hourly.allSatisfy { $0.samples == 6 && abs($0.value - 2.5) < 1e-9 })
         #expect(hourly.first?.at == start)
-        // Compacting again changes nothing.
+        // Compacting again changes nothing, and says so.
         try store.compact(now: now)
         #expect(try store.history(of: device, kind: .temperature) == hourly)
+        #expect(await revision(store) == before + 1)
         // 100 days on: daily averages of 24 hourly buckets (144 samples).
         try store.compact(now: start.addingTimeInterval(100 * 86_400))
         let daily = try store.history(of: device, kind: .temperature)
@@ -73,6 +77,12 @@ import BlueZ
         #expect(daily.allSatisfy { $0.samples == 144 && abs($0.value - 2.5) < 1e-9 })
         // Past the keep-for limit nothing is left.
         #expect(try store.compact(now: start.addingTimeInterval(3 * 365 * 86_400)) == 0)
+    }
+
+    /// The device's history revision now (the stream starts with the current one).
+    func revision(_ store: ReadingStore) async -> UInt64 {
+        var revisions = store.revisions().makeAsyncIterator()
+        return await revisions.next()?[device] ?? 0
     }
 
     @Test func aBadPathSaysWhichFile() {
