@@ -345,6 +345,13 @@ public actor BlueZSimulator {
         startTimelines()
     }
 
+    /// Stops every timeline and stays on the bus: from now on nothing changes
+    /// unless a client asks. For comparing what clients saw up to a moment.
+    public func freeze() {
+        for t in timelineTasks { t.cancel() }
+        timelineTasks = []
+    }
+
     /// Leaves the bus and stops every timeline.
     public func stop() async {
         running = false

@@ -101,7 +101,11 @@ public func replayReadings(scenario: Scenario, speed: ReplaySpeed = .max, until:
         case let (.endOfScenario, .factor(f)):
             try await Task.sleep(for: .seconds(scenario.span / f + 0.2))
         }
-        // The presenter shows what the mirror holds (nothing left in flight)…
+        // Nothing happens from now on (a recorder on the bus sees no more than
+        // the presenter), and what is in flight reaches the client's mirror…
+        await simulator.freeze()
+        try await Task.sleep(for: .milliseconds(500))
+        // …the presenter shows what the mirror holds (nothing left in flight)…
         let deadline = ContinuousClock.now + .seconds(10)
         while await first(presenter.states(), within: 0.5, { shows($0, expectedReadings(client.mirror.snapshot())) }) == nil {
             guard ContinuousClock.now < deadline else { throw ReplayError(description: "the presenter did not catch up with the client") }
