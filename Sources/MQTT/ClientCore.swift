@@ -8,7 +8,16 @@ import Synchronization
 /// waits. No libmosquitto function is ever called while `state` is held:
 /// libmosquitto holds its own mutexes while it calls back (and may call
 /// `on_publish` on the publishing thread), so the two locks are never nested.
+///
+/// Nor is a task woken while `state` is held (resuming a continuation,
+/// yielding to a stream): that takes the Swift runtime's lock of the task,
+/// and cancelling a task holds that lock while its cancellation handler (or
+/// a stream's termination handler) takes `state` — a gateway shutting down
+/// deadlocked that way. Such wake-ups are collected as `Wake`s under the
+/// lock and run after it.
 final class ClientCore: Sendable {
+    /// Something to do once `state` is released.
+    typealias Wake = @Sendable () -> Void
     enum Ack: Sendable {
         case published
         case subscribed(granted: [Int32])
@@ -54,10 +63,22 @@ final class ClientCore: Sendable {
 
     // MARK: Connection state
 
-    private func setConnection(_ new: MQTTConnectionState, in s: inout State) {
+    /// Runs `body` under the lock, then the wake-ups it collected.
+    private func locked<T>(_ body: (inout State, inout [Wake]) -> T) -> T {
+        let (result, wakes) = state.withLock { s -> (T, [Wake]) in
+            var wakes: [Wake] = []
+            let result = body(&s, &wakes)
+            return (result, wakes)
+        }
+        for wake in wakes { wake() }
+        return result
+    }
+
+    private func setConnection(_ new: MQTTConnectionState, in s: inout State, _ wakes: inout [Wake]) {
         guard s.connection != new else { return }
         s.connection = new
-        for o in s.observers.values { o.yield(new) }
+        let observers = Array(s.observers.values)
+        wakes.append { for o in observers { o.yield(new) } }
     }
 
     /// on_connect: CONNACK arrived with `rc` (0 accepted). Returns the filters
@@ -70,17 +91,17 @@ final class ClientCore: Sendable {
         } else {
             outcome = .failure(.refused(endpoint: endpoint, reason: connackText(rc)))
         }
-        return state.withLock { s in
+        return locked { s, wakes in
             guard !s.closed else { return [] }
-            resolveConnect(outcome, in: &s)
+            resolveConnect(outcome, in: &s, &wakes)
             guard rc == 0 else {
-                setConnection(.disconnected(reason: "\(endpoint) refused the connection: \(connackText(rc))"), in: &s)
+                setConnection(.disconnected(reason: "\(endpoint) refused the connection: \(connackText(rc))"), in: &s, &wakes)
                 return []
             }
             // Packets queued before the connection dropped were discarded with
             // it: their callbacks will not come.
             s.unawaited.removeAll()
-            setConnection(.connected, in: &s)
+            setConnection(.connected, in: &s, &wakes)
             var best: [String: MQTTQoS] = [:]
             for sub in s.subscriptions.values { best[sub.filter] = max(best[sub.filter] ?? sub.qos, sub.qos) }
             return best.map { ($0.key, $0.value) }
@@ -90,25 +111,27 @@ final class ClientCore: Sendable {
     /// on_disconnect: `rc` 0 when we asked for it.
     func connectionEnded(rc: Int32) {
         let reason = rc == 0 ? "disconnected by the client" : "connection to \(endpoint) lost: \(errorText(rc))"
-        state.withLock { s in
-            resolveConnect(.failure(.connectionFailed(endpoint: endpoint, reason: "connection closed before CONNACK (\(errorText(rc)))")), in: &s)
-            setConnection(.disconnected(reason: reason), in: &s)
+        let endpoint = self.endpoint
+        locked { s, wakes in
+            resolveConnect(.failure(.connectionFailed(endpoint: endpoint, reason: "connection closed before CONNACK (\(errorText(rc)))")), in: &s, &wakes)
+            setConnection(.disconnected(reason: reason), in: &s, &wakes)
             // A SUBSCRIBE whose SUBACK did not come will never be answered (the
             // reconnect subscribes again under a new id): tell its caller.
             // Publishes stay: libmosquitto sends QoS ≥ 1 messages again.
             for (mid, w) in s.ackWaiters where w.kind == .subscribe {
                 s.ackWaiters[mid] = nil
-                w.continuation.resume(returning: .failure(.connectionLost(endpoint: endpoint, operation: "SUBACK")))
+                let c = w.continuation
+                wakes.append { c.resume(returning: .failure(.connectionLost(endpoint: endpoint, operation: "SUBACK"))) }
             }
         }
     }
 
-    private func resolveConnect(_ outcome: Result<Void, MQTTError>, in s: inout State) {
+    private func resolveConnect(_ outcome: Result<Void, MQTTError>, in s: inout State, _ wakes: inout [Wake]) {
         guard s.connectOutcome == nil else { return }
         s.connectOutcome = outcome
         if let w = s.connectWaiter {
             s.connectWaiter = nil
-            w.resume(returning: outcome)
+            wakes.append { w.resume(returning: outcome) }
         }
     }
 
@@ -118,26 +141,28 @@ final class ClientCore: Sendable {
         let timer = Task { [weak self] in
             try? await Task.sleep(for: timeout)
             guard !Task.isCancelled else { return }
-            self?.state.withLock { s in self?.resolveConnect(.failure(.timedOut(endpoint: endpoint, operation: "CONNECT")), in: &s) }
+            self?.locked { s, wakes in self?.resolveConnect(.failure(.timedOut(endpoint: endpoint, operation: "CONNECT")), in: &s, &wakes) }
         }
         defer { timer.cancel() }
         return await withCheckedContinuation { c in
-            state.withLock { s in
-                if let outcome = s.connectOutcome { c.resume(returning: outcome) } else { s.connectWaiter = c }
+            let ready = state.withLock { s -> Result<Void, MQTTError>? in
+                if let outcome = s.connectOutcome { return outcome }
+                s.connectWaiter = c
+                return nil
             }
+            if let ready { c.resume(returning: ready) }
         }
     }
 
     // MARK: Acknowledgements by message id
 
     func ackArrived(mid: Int32, _ ack: Ack) {
-        state.withLock { s in
-            if let w = s.ackWaiters.removeValue(forKey: mid) {
-                w.continuation.resume(returning: .success(ack))
-            } else if s.unawaited.remove(mid) == nil {
-                s.earlyAcks[mid] = ack
-            }
+        let waiter = state.withLock { s -> CheckedContinuation<Result<Ack, MQTTError>, Never>? in
+            if let w = s.ackWaiters.removeValue(forKey: mid) { return w.continuation }
+            if s.unawaited.remove(mid) == nil { s.earlyAcks[mid] = ack }
+            return nil
         }
+        waiter?.resume(returning: .success(ack))
     }
 
     /// Nobody waits for `mid`'s acknowledgement.
@@ -151,26 +176,26 @@ final class ClientCore: Sendable {
         let endpoint = self.endpoint
         return await withTaskCancellationHandler {
             await withCheckedContinuation { c in
-                state.withLock { s in
-                    if let ack = s.earlyAcks.removeValue(forKey: mid) {
-                        c.resume(returning: .success(ack))
-                    } else if s.closed {
-                        c.resume(returning: .failure(.closed(endpoint: endpoint)))
-                    } else if Task.isCancelled {
+                let answer = state.withLock { s -> Result<Ack, MQTTError>? in
+                    if let ack = s.earlyAcks.removeValue(forKey: mid) { return .success(ack) }
+                    if s.closed { return .failure(.closed(endpoint: endpoint)) }
+                    if Task.isCancelled {
                         s.unawaited.insert(mid)
-                        c.resume(returning: .failure(.cancelled(endpoint: endpoint, operation: operation)))
-                    } else {
-                        s.ackWaiters[mid] = (kind, c)
+                        return .failure(.cancelled(endpoint: endpoint, operation: operation))
                     }
+                    s.ackWaiters[mid] = (kind, c)
+                    return nil
                 }
+                if let answer { c.resume(returning: answer) }
             }
         } onCancel: {
-            state.withLock { s in
-                if let w = s.ackWaiters.removeValue(forKey: mid) {
-                    s.unawaited.insert(mid)
-                    w.continuation.resume(returning: .failure(.cancelled(endpoint: endpoint, operation: operation)))
-                }
+            // Runs holding the task's runtime lock: take `state`, wake nobody under it.
+            let waiter = state.withLock { s -> CheckedContinuation<Result<Ack, MQTTError>, Never>? in
+                guard let w = s.ackWaiters.removeValue(forKey: mid) else { return nil }
+                s.unawaited.insert(mid)
+                return w.continuation
             }
+            waiter?.resume(returning: .failure(.cancelled(endpoint: endpoint, operation: operation)))
         }
     }
 
@@ -203,8 +228,9 @@ final class ClientCore: Sendable {
     }
 
     func addObserver(_ continuation: AsyncStream<MQTTConnectionState>.Continuation) -> Int? {
-        state.withLock { s in
-            continuation.yield(s.connection)
+        locked { s, wakes in
+            let now = s.connection
+            wakes.append { continuation.yield(now) }
             guard !s.closed else { return nil }
             s.nextToken += 1
             s.observers[s.nextToken] = continuation
@@ -227,11 +253,13 @@ final class ClientCore: Sendable {
 
     /// After the network thread stopped: answers every waiter and ends every stream.
     func finishAll() {
-        let (subs, observers) = state.withLock { s in
+        let endpoint = self.endpoint
+        let (subs, observers) = locked { s, wakes in
             s.closed = true
-            setConnection(.disconnected(reason: "disconnected by the client"), in: &s)
-            resolveConnect(.failure(.closed(endpoint: endpoint)), in: &s)
-            for w in s.ackWaiters.values { w.continuation.resume(returning: .failure(.closed(endpoint: endpoint))) }
+            setConnection(.disconnected(reason: "disconnected by the client"), in: &s, &wakes)
+            resolveConnect(.failure(.closed(endpoint: endpoint)), in: &s, &wakes)
+            let waiting = s.ackWaiters.values.map(\.continuation)
+            wakes.append { for c in waiting { c.resume(returning: .failure(.closed(endpoint: endpoint))) } }
             s.ackWaiters.removeAll()
             s.earlyAcks.removeAll()
             s.unawaited.removeAll()

@@ -234,7 +234,12 @@ public final class MQTTClient: Sendable {
         guard let token = core.addSubscription(filter: filter, qos: qos, continuation: continuation) else {
             throw .closed(endpoint: endpoint)
         }
-        continuation.onTermination = { [weak self] _ in self?.subscriptionEnded(token) }
+        // Not here and now: termination runs under the Swift runtime's lock of
+        // a task, and UNSUBSCRIBE takes libmosquitto's locks.
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            DispatchQueue.global().async { self.subscriptionEnded(token) }
+        }
         func fail(_ error: MQTTError) -> MQTTError {
             _ = core.removeSubscription(token)
             continuation.finish()

@@ -218,6 +218,34 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
         #expect(clock.now - cancelledAt < .seconds(20), "\(clock.now - cancelledAt)")
     }
 
+    /// Cancelling publishers while their acknowledgements arrive: the
+    /// network thread waking a waiter and the cancellation handler taking the
+    /// client's lock once deadlocked (a gateway's shutdown hung). Hundreds of
+    /// cancellations at every stage of a QoS 1 round trip, inside a task
+    /// group as the gateway's are; then the client still works.
+    @Test func cancellingWaitingPublishersNeverDeadlocks() async throws {
+        try await withBroker { broker in
+            let client = try await MQTTClient.connect(configuration(broker, "cancelled-publishers"))
+            let inbox = Inbox(try await client.subscribe("c/#", qos: .atLeastOnce))
+            for round in 0..<200 {
+                await withTaskGroup(of: Void.self) { group in
+                    for i in 0..<4 {
+                        group.addTask {
+                            try? await client.publish(MQTTMessage(topic: "c/\(round)/\(i)", text: "x", qos: .atLeastOnce))
+                        }
+                    }
+                    // Cancel at a different moment each round: before, during and after the PUBACKs.
+                    if round % 4 != 0 { try? await Task.sleep(for: .microseconds(50 * (round % 20))) }
+                    group.cancelAll()
+                }
+            }
+            try await client.publish(MQTTMessage(topic: "c/last", text: "still here", qos: .atLeastOnce))
+            let seen = await inbox.wait(timeout: .seconds(30)) { $0.contains { $0.topic == "c/last" } }
+            #expect(seen.contains { $0.topic == "c/last" })
+            await client.disconnect()
+        }
+    }
+
     @Test func mqtt5ConnectionPublishesAndSubscribes() async throws {
         try await withBroker { broker in
             let v5 = try await MQTTClient.connect(configuration(broker, "five") { $0.protocolVersion = .v5 })
