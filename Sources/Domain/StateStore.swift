@@ -57,22 +57,27 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
     /// at most `timeout`; true if it did.
     public func wait(atMost timeout: Duration, until condition: @escaping @Sendable (State) -> Bool) async -> Bool {
         if condition(state) { return true }
-        let states = self.states()
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                for await s in states where condition(s) { return true }
-                return false
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        return await firstElement(of: states(), within: timeout, where: condition) != nil
     }
 
     deinit { inner.withLock { i in for (_, c) in i.subscribers { c.finish() } } }
 }
 
+/// The first element of `stream` that satisfies `condition`, or nil when the
+/// stream ends or `timeout` passes first.
+public func firstElement<Element: Sendable>(of stream: AsyncStream<Element>, within timeout: Duration,
+                                            where condition: @escaping @Sendable (Element) -> Bool) async -> Element? {
+    await withTaskGroup(of: Element?.self) { group in
+        group.addTask {
+            for await element in stream where condition(element) { return element }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: timeout)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}

@@ -265,20 +265,7 @@ public final class GatewayRuntime: Sendable {
         if queue.depth == 0 { return true }
         let runner = Task { await publisher.run() }
         defer { runner.cancel() }
-        let deadline = ContinuousClock.now.advanced(by: timeout)
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask { [queue] in
-                for await depth in queue.depths() where depth == 0 { return true }
-                return false
-            }
-            group.addTask {
-                try? await Task.sleep(until: deadline)
-                return false
-            }
-            let result = await group.next() ?? false
-            group.cancelAll()
-            return result
-        }
+        return await firstElement(of: queue.depths(), within: timeout) { $0 == 0 } != nil
     }
 
     func enqueue(_ messages: [OutgoingMessage]) {

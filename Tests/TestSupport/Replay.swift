@@ -151,22 +151,11 @@ func shows(_ state: DeviceListPresenter.State, _ expected: [DeviceID: [Reading]]
     return expected.allSatisfy { byID[$0.key] == $0.value }
 }
 
-/// The first element of `stream` that satisfies `condition`, or nil after `seconds`.
+/// The first element of `stream` that satisfies `condition`, or nil after `seconds`
+/// (Domain's `firstElement`, with the tests' seconds and default).
 public func first<E: Sendable>(_ stream: AsyncStream<E>, within seconds: Double = 10,
                                _ condition: @escaping @Sendable (E) -> Bool) async -> E? {
-    await withTaskGroup(of: E?.self) { group in
-        group.addTask {
-            for await e in stream where condition(e) { return e }
-            return nil
-        }
-        group.addTask {
-            try? await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        let result = await group.next() ?? nil
-        group.cancelAll()
-        return result
-    }
+    await firstElement(of: stream, within: .seconds(seconds), where: condition)
 }
 
 /// Folds presenter states into per-device reading sequences.
