@@ -214,17 +214,20 @@ public final class ReadingStore: ReadingHistory {
     @discardableResult
     public func compact(now: Date) throws(DomainError) -> Int {
         let t = now.timeIntervalSince1970
+        // Only whole buckets that end before each cut-off are averaged.
+        let hourlyUpTo = ReadingStore.wholeBuckets(before: t - policy.rawFor, of: 3_600)
+        let dailyUpTo = ReadingStore.wholeBuckets(before: t - policy.hourlyFor, of: 86_400)
+        let forgetBefore = t - policy.keepFor
         do {
             let changed = try pool.write { db -> [DeviceID] in
-                // The devices whose history this changes (the same cut-offs as below).
+                // The devices whose history this changes.
                 let affected = try Row.fetchAll(db, sql: """
                     SELECT DISTINCT r.device AS id, d.address AS address FROM reading r JOIN device d ON d.id = r.device
                     WHERE (r.resolution = 0 AND r.at < ?) OR (r.resolution = 1 AND r.at < ?) OR r.at < ?
-                    """, arguments: [ReadingStore.wholeBuckets(before: t - policy.rawFor, of: 3_600),
-                                     ReadingStore.wholeBuckets(before: t - policy.hourlyFor, of: 86_400), t - policy.keepFor])
-                try ReadingStore.downsample(db, from: 0, to: 1, bucket: 3_600, olderThan: t - policy.rawFor)
-                try ReadingStore.downsample(db, from: 1, to: 2, bucket: 86_400, olderThan: t - policy.hourlyFor)
-                try db.execute(sql: "DELETE FROM reading WHERE at < ?", arguments: [t - policy.keepFor])
+                    """, arguments: [hourlyUpTo, dailyUpTo, forgetBefore])
+                try ReadingStore.downsample(db, from: 0, to: 1, bucket: 3_600, before: hourlyUpTo)
+                try ReadingStore.downsample(db, from: 1, to: 2, bucket: 86_400, before: dailyUpTo)
+                try db.execute(sql: "DELETE FROM reading WHERE at < ?", arguments: [forgetBefore])
                 return affected.compactMap { ReadingStore.deviceID(path: $0["id"], address: $0["address"]) }
             }
             // Whoever shows those histories reloads them.
@@ -250,11 +253,11 @@ public final class ReadingStore: ReadingHistory {
         (cutoff / bucket).rounded(.down) * bucket
     }
 
-    /// Averages rows of resolution `from` older than `cutoff` into buckets of
-    /// `bucket` seconds at resolution `to` (weighted by their sample counts),
-    /// merging with buckets already there, then deletes the originals.
-    private static func downsample(_ db: Database, from: Int, to: Int, bucket: Double, olderThan cutoff: Double) throws {
-        let limit = wholeBuckets(before: cutoff, of: bucket)
+    /// Averages rows of resolution `from` before `limit` (a bucket boundary)
+    /// into buckets of `bucket` seconds at resolution `to` (weighted by their
+    /// sample counts), merging with buckets already there, then deletes the
+    /// originals.
+    private static func downsample(_ db: Database, from: Int, to: Int, bucket: Double, before limit: Double) throws {
         try db.execute(sql: """
             INSERT INTO reading (device, kind, label, at, value, samples, resolution)
             SELECT device, kind, label, bucketStart, sum(value * samples) / sum(samples), sum(samples), ?
