@@ -194,10 +194,7 @@ final class FakePairingService: PairingService {
         let sim = try await Simulated.start("test-faults.json")
         defer { sim.bus.stop() }
         let simulator = sim.simulator, client = sim.client
-        let session = try await client.discover(adapter: try client.adapter().id)
-        try await client.mirror.wait(for: "the lock", timeout: .seconds(5)) { [device] in $0.devices[device] != nil }
-        let service = BlueZPairingService(client: client)
-        let outcomes = service.outcomes()
+        let (session, service, outcomes) = try await discoverTheLock(sim)
         let presenter = P(device: device, service: service, navigator: Navigator())
         presenter.send(.pairRequested)
         #expect(await wait(presenter) { $0.phase == .pairing(question: .enterPasskey) })
@@ -225,10 +222,7 @@ final class FakePairingService: PairingService {
         }
         defer { sim.bus.stop() }
         let simulator = sim.simulator, client = sim.client
-        let session = try await client.discover(adapter: try client.adapter().id)
-        try await client.mirror.wait(for: "the lock", timeout: .seconds(5)) { [device] in $0.devices[device] != nil }
-        let service = BlueZPairingService(client: client)
-        let outcomes = service.outcomes()
+        let (session, service, outcomes) = try await discoverTheLock(sim)
         let navigator = Navigator()
         navigator.push(.pairing(device))
         let presenter = P(device: device, service: service, navigator: navigator)
@@ -241,6 +235,15 @@ final class FakePairingService: PairingService {
         #expect(client.mirror.snapshot().devices[device]?.paired == false)
         await session.stop()
         await simulator.stop()
+    }
+
+    /// Scanning on the simulator until the lock is known, and a pairing service on its client.
+    func discoverTheLock(_ sim: Simulated) async throws -> (DiscoverySession, BlueZPairingService, AsyncStream<PairingOutcome>) {
+        let client = sim.client
+        let session = try await client.discover(adapter: try client.adapter().id)
+        try await client.mirror.wait(for: "the lock", timeout: .seconds(5)) { [device] in $0.devices[device] != nil }
+        let service = BlueZPairingService(client: client)
+        return (session, service, service.outcomes())
     }
 
     func wait(_ presenter: P, within seconds: Double = 10, _ condition: @escaping @Sendable (P.State) -> Bool) async -> Bool {
