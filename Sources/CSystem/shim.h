@@ -19,4 +19,11 @@ static inline int csystem_spawn_close_from(posix_spawn_file_actions_t *actions, 
 static inline int csystem_accept4(int fd, struct sockaddr *address, socklen_t *length, int flags) {
     return accept4(fd, address, length, flags);
 }
+/// MSG_NOSIGNAL (send(2) returns EPIPE instead of raising SIGPIPE). glibc
+/// defines it as an enum constant plus a macro; which Swift file sees it
+/// through the Glibc module differs between debug and whole-module release
+/// builds, so it is spelled once here.
+static inline int csystem_msg_nosignal(void) {
+    return MSG_NOSIGNAL;
+}
 #endif

@@ -1,4 +1,5 @@
 // The few POSIX pieces the server needs, wrapped once.
+internal import CSystem
 import Glibc
 
 /// POLLRDHUP (peer closed its writing side) is Linux-specific and not exported
@@ -102,7 +103,7 @@ func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         guard let base = raw.baseAddress else { return true }
         var offset = 0
         while offset < raw.count {
-            let n = send(fd, base + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+            let n = send(fd, base + offset, raw.count - offset, csystem_msg_nosignal())
             if n > 0 {
                 offset += n
             } else if n < 0 && errno == EINTR {
