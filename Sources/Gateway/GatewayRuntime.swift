@@ -31,7 +31,8 @@ public struct GatewayOptions: Sendable {
     public var queueCapacity: Int
     public var http: HTTPOptions?
     public var stateDirectory: URL
-    /// How long shutdown waits for the queue to drain to a connected broker.
+    /// How long shutdown waits for the queue to drain to a connected broker
+    /// (within ``GatewayRuntime/shutdownLimit`` with the other steps).
     public var flushTimeout: Duration
 
     public struct HTTPOptions: Sendable, Equatable {
@@ -50,7 +51,7 @@ public struct GatewayOptions: Sendable {
                 adapter: String? = nil, activeScan: Bool = true, filter: DiscoveryFilter = DiscoveryFilter(transport: .le),
                 bindkeys: [BluetoothAddress: [UInt8]] = [:], watched: [BluetoothAddress: [String]] = [:],
                 mqtt: MQTTConfiguration? = nil, queueCapacity: Int = 100_000, http: HTTPOptions? = nil,
-                flushTimeout: Duration = .seconds(10)) {
+                flushTimeout: Duration = .seconds(4)) {
         self.topics = topics
         self.stateDirectory = stateDirectory
         self.selection = selection
@@ -223,38 +224,69 @@ public final class GatewayRuntime: Sendable {
                                                    "mqtt": "\(options.mqtt?.endpoint ?? "off")"])
     }
 
+    /// How long ``shutdown()`` may take at most, whatever is broken (broker
+    /// gone or blackholed, bus or bluetoothd gone): under the 10 s a user and
+    /// systemd's stop timeout allow, with room for the process to exit.
+    public static let shutdownLimit: Duration = .seconds(8)
+
     /// Graceful stop: devices and the gateway go offline, the queue drains to
-    /// the broker (up to the flush timeout; what is left stays in the outbox
-    /// for the next start), MQTT disconnects cleanly, the agent is
-    /// unregistered and discovery stopped.
+    /// the broker while it is connected (up to the flush timeout; what is left
+    /// stays in the outbox for the next start), MQTT disconnects cleanly, the
+    /// agent is unregistered and discovery stopped. Every step that waits for
+    /// a peer has a time limit, and all of them together end within
+    /// ``shutdownLimit``: a peer that is gone or never answers costs time,
+    /// never the exit.
     public func shutdown() async {
         let first = parts.withLock { p -> Bool in defer { p.stopping = true }; return !p.stopping }
         guard first else { return }
+        let clock = ContinuousClock()
+        let end = clock.now + Self.shutdownLimit
+        /// What is left of the budget, keeping `reserve` for the steps after this one.
+        func budget(_ wanted: Duration, reserve: Duration = .zero) -> Duration {
+            max(.zero, min(wanted, end - clock.now - reserve))
+        }
+        /// Runs a step that waits for a peer; says so when it ran out of time.
+        func step(_ name: String, _ wanted: Duration, reserve: Duration = .zero, _ body: @escaping @Sendable () async -> Void) async {
+            let limit = budget(wanted, reserve: reserve)
+            if await withTimeLimit(limit, body) == nil {
+                logger.warning("shutdown: \(name) did not finish within \(limit); going on without it")
+            }
+        }
         logger.info("gateway stopping")
         // Stop producing: no more list states, scans or commands.
         let (tasks, agent, http) = parts.withLock { p in (p.tasks, p.agent, p.http) }
         for t in tasks { t.cancel() }
-        await http?.stop()
+        if let http { await step("stopping the HTTP API", .seconds(1)) { await http.stop() } }
         for address in options.watched.keys { manager.unwatch(DeviceID(adapter: adapterID, address: address)) }
         let offline = await loop.allOffline()
         enqueue(offline)
         let (mqtt, publisher) = parts.withLock { ($0.mqtt, $0.publisher) }
         if let mqtt, let publisher {
-            let drained = await drainQueue(publisher: publisher, timeout: options.flushTimeout)
-            if drained {
-                logger.info("outbound queue flushed", metadata: ["published": "\(publisher.publishedCount)"])
+            // A broker that is away gets nothing now: the outbox keeps it for the next start.
+            if mqtt.connectionState == .connected {
+                let drained = await drainQueue(publisher: publisher, timeout: budget(options.flushTimeout, reserve: .seconds(4)))
+                if drained {
+                    logger.info("outbound queue flushed", metadata: ["published": "\(publisher.publishedCount)"])
+                } else {
+                    logger.warning("outbound queue not empty at shutdown; kept for the next start", metadata: ["depth": "\(queue.depth)"])
+                }
             } else {
-                logger.warning("outbound queue not empty at shutdown; kept for the next start", metadata: ["depth": "\(queue.depth)"])
+                logger.warning("MQTT broker not connected at shutdown; the outbound queue is kept for the next start",
+                               metadata: ["depth": "\(queue.depth)"])
             }
-            try? await mqtt.publish(MQTTMessage(topic: options.topics.gatewayAvailability, payload: Array(GatewayTopics.offline.utf8),
-                                                qos: .atLeastOnce, retain: true))
-            await mqtt.disconnect()
+            if mqtt.connectionState == .connected {
+                let status = MQTTMessage(topic: options.topics.gatewayAvailability, payload: Array(GatewayTopics.offline.utf8),
+                                         qos: .atLeastOnce, retain: true)
+                await step("publishing the gateway offline", .seconds(1), reserve: .seconds(2)) { try? await mqtt.publish(status) }
+            }
+            await step("disconnecting from the MQTT broker", .seconds(2)) { await mqtt.disconnect() }
         }
-        await agent?.unregister()
+        if let agent { await step("unregistering the pairing agent", .seconds(1)) { await agent.unregister() } }
+        let adapters = self.adapters, id = adapterID, filter = options.filter
         if options.activeScan {
-            try? await adapters.setScanning(false, adapter: adapterID, filter: options.filter)
+            await step("stopping discovery", .seconds(1)) { try? await adapters.setScanning(false, adapter: id, filter: filter) }
         } else {
-            try? await adapters.setPassiveScanning(false, adapter: adapterID, patterns: [])
+            await step("stopping passive scanning", .seconds(1)) { try? await adapters.setPassiveScanning(false, adapter: id, patterns: []) }
         }
         parts.withLock { $0.mqtt = nil; $0.publisher = nil; $0.agent = nil; $0.http = nil; $0.tasks = [] }
         logger.info("gateway stopped")
@@ -263,6 +295,7 @@ public final class GatewayRuntime: Sendable {
     /// Runs the publisher until the queue is empty or `timeout` passes.
     private func drainQueue(publisher: QueuePublisher, timeout: Duration) async -> Bool {
         if queue.depth == 0 { return true }
+        guard timeout > .zero else { return false }
         let runner = Task { await publisher.run() }
         defer { runner.cancel() }
         return await firstElement(of: queue.depths(), within: timeout) { $0 == 0 } != nil

@@ -1,6 +1,9 @@
 import BlueZ
 import DBus
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import GatewayConfig
 import Logging
 import MQTT
@@ -70,10 +73,14 @@ extension GatewayOptions {
 public struct GatewayService: Service {
     let runtime: GatewayRuntime
     let notifier: SystemdNotifier
+    /// For the process that owns the gateway: how long after a shutdown began
+    /// the process ends itself if shutdown is still not done (nil: never).
+    let exitDeadline: Duration?
 
-    public init(runtime: GatewayRuntime, notifier: SystemdNotifier) {
+    public init(runtime: GatewayRuntime, notifier: SystemdNotifier, exitDeadline: Duration? = nil) {
         self.runtime = runtime
         self.notifier = notifier
+        self.exitDeadline = exitDeadline
     }
 
     public func run() async throws {
@@ -84,17 +91,42 @@ public struct GatewayService: Service {
         // Suspends until the group starts a graceful shutdown (or is cancelled).
         try? await gracefulShutdown()
         _ = notifier.stopping(status: "flushing the outbound queue")
+        if let deadline = exitDeadline { ShutdownDeadline.arm(after: deadline, logger: runtime.logger) }
         await runtime.shutdown()
         watchdog.cancel()
     }
 
-    /// Runs the gateway until SIGTERM or SIGINT.
+    /// Runs the gateway until SIGTERM or SIGINT; the process exits at the
+    /// latest 9.5 s after the signal (see ``ShutdownDeadline``).
     public static func runUntilSignalled(_ runtime: GatewayRuntime, logger: Logger) async throws {
-        let service = GatewayService(runtime: runtime, notifier: SystemdNotifier(logger: logger))
+        let service = GatewayService(runtime: runtime, notifier: SystemdNotifier(logger: logger),
+                                     exitDeadline: GatewayRuntime.shutdownLimit + .milliseconds(1500))
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: service)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         try await group.run()
+    }
+}
+
+/// The last line of defence for a stopping process: every step of
+/// ``GatewayRuntime/shutdown()`` is bounded, so this never fires unless a
+/// step is stuck in a way no time limit reaches (a thread blocked in a C
+/// library). Then the process ends itself with EX_SOFTWARE (70) and says so,
+/// rather than hang until systemd's SIGKILL. Everything the gateway accepted
+/// is already in SQLite (each write is its own transaction), so nothing is
+/// lost. A thread of its own: the cooperative pool may be the stuck part.
+enum ShutdownDeadline {
+    static func arm(after limit: Duration, logger: Logger) {
+        let (seconds, attoseconds) = limit.components
+        let interval = Double(seconds) + Double(attoseconds) / 1e18
+        let thread = Thread {
+            Thread.sleep(forTimeInterval: interval)
+            logger.critical("shutdown did not finish within \(limit); exiting now (the outbox is kept)")
+            fflush(nil)  // every stream: the log handler's lines are out before the exit
+            _exit(70)
+        }
+        thread.name = "shutdown-deadline"
+        thread.start()
     }
 }

@@ -63,6 +63,9 @@ final class ClientCore: Sendable {
 
     // MARK: Connection state
 
+    /// The connection state now.
+    var connection: MQTTConnectionState { state.withLock { $0.connection } }
+
     /// Runs `body` under the lock, then the wake-ups it collected.
     private func locked<T>(_ body: (inout State, inout [Wake]) -> T) -> T {
         let (result, wakes) = state.withLock { s -> (T, [Wake]) in

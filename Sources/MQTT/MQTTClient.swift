@@ -269,6 +269,9 @@ public final class MQTTClient: Sendable {
 
     // MARK: State and disconnecting
 
+    /// The connection state now (libmosquitto's thread changes it).
+    public var connectionState: MQTTConnectionState { core.connection }
+
     /// The connection state now, then every change. Ends after ``disconnect()``.
     public func states() -> AsyncStream<MQTTConnectionState> {
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTConnectionState.self, bufferingPolicy: .bufferingNewest(64))

@@ -193,12 +193,26 @@ public final class Broker: Sendable {
 
     public var log: String { (try? String(contentsOf: logFile, encoding: .utf8)) ?? "(no log)" }
 
-    /// SIGTERM and wait (blocking).
-    private func terminate() {
+    /// SIGTERM and wait (blocking). SIGCONT too: a frozen broker acts on
+    /// SIGTERM only once it runs again.
+    private func terminate(signal: Int32 = SIGTERM) {
         guard let child = pid.withLock({ p in defer { p = nil }; return p }) else { return }
-        kill(child, SIGTERM)
+        kill(child, signal)
+        kill(child, SIGCONT)
         waitForExit(child)
     }
+
+    /// Kills the broker with SIGKILL (no clean close of any connection), as a
+    /// crash would; `resume()` starts it again on the same port.
+    public func crash() async throws { try await offPool { self.terminate(signal: SIGKILL) } }
+
+    /// SIGSTOP: the broker's sockets stay open and the kernel keeps accepting
+    /// connections into its backlog, but nothing answers — a blackholed
+    /// broker as a hung host or a dropped route looks to a client.
+    public func freeze() { if let child = pid.withLock({ $0 }) { kill(child, SIGSTOP) } }
+
+    /// SIGCONT after ``freeze()``.
+    public func thaw() { if let child = pid.withLock({ $0 }) { kill(child, SIGCONT) } }
 
     /// Stops the broker, keeping its directory (to start it again on the same port).
     public func pause() async throws { try await offPool { self.terminate() } }
