@@ -47,6 +47,9 @@ let package = Package(
         ),
 
         // MARK: Layer 0: transports and pure parsing
+        // Numbers from outside (options, configuration, HTTP queries) checked before they become
+        // intervals, durations or dates: one place, documented bounds, no trap. Foundation-free.
+        .target(name: "Bounds"),
         .target(name: "DBus", dependencies: ["CDBus", "CSystem"]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
         // MQTT client for the headless gateway (issue 7): libmosquitto, imported internally.
@@ -56,7 +59,7 @@ let package = Package(
         // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.
         .target(name: "ServiceSupport", dependencies: [.product(name: "Logging", package: "swift-log")]),
         // The gateway's configuration file (YAML): model, parsing, validation with key + line.
-        .target(name: "GatewayConfig", dependencies: [.product(name: "Yams", package: "Yams")]),
+        .target(name: "GatewayConfig", dependencies: ["Bounds", .product(name: "Yams", package: "Yams")]),
         .target(
             name: "BLEParsing",
             dependencies: ["CLibCrypto"],
@@ -83,7 +86,7 @@ let package = Package(
         .target(name: "Domain", dependencies: [
             "BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .target(name: "Presenters", dependencies: ["Domain", "BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Presenters", dependencies: ["Domain", "BlueZ", "BLEParsing", "Bounds", .product(name: "Logging", package: "swift-log")]),
 
         // MARK: Layer 3: front ends (Screen owns a presenter; Content is pure State -> output)
         // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
@@ -92,7 +95,7 @@ let package = Package(
         // Headless gateway: the same repositories and presenters as the dashboard, with MQTT and
         // HTTP as its front ends. No terminal module.
         .target(name: "Gateway", dependencies: [
-            "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig",
+            "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig", "Bounds",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -102,7 +105,7 @@ let package = Package(
             name: "blecompanion",
             dependencies: [
                 "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
-                "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport",
+                "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport", "Bounds",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -129,6 +132,7 @@ let package = Package(
         ]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
+        .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "TestSupport"]),

@@ -1,3 +1,4 @@
+import Bounds
 import BLEParsing
 import BlueZ
 import Domain
@@ -259,12 +260,25 @@ struct GatewayHTTPAPI: Sendable {
     /// ISO 8601 (`2026-11-23T02:00:00Z`) or Unix seconds.
     static func date(_ text: String?, name: String) throws(QueryError) -> Date? {
         guard let text, !text.isEmpty else { return nil }
-        if let seconds = Double(text), seconds.isFinite { return Date(timeIntervalSince1970: seconds) }
-        let formatter = ISO8601DateFormatter()
-        if let d = formatter.date(from: text) { return d }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let d = formatter.date(from: text) { return d }
-        throw QueryError(message: "\"\(name)\" must be an ISO 8601 time like 2026-11-23T02:00:00Z or Unix seconds, got \"\(text)\"")
+        let seconds: Double
+        if let number = Double(text) {
+            seconds = number
+        } else {
+            let formatter = ISO8601DateFormatter()
+            var parsed = formatter.date(from: text)
+            if parsed == nil {
+                formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+                parsed = formatter.date(from: text)
+            }
+            guard let parsed else {
+                throw QueryError(message: "\"\(name)\" must be an ISO 8601 time like 2026-11-23T02:00:00Z or Unix seconds, got \"\(text)\"")
+            }
+            seconds = parsed.timeIntervalSince1970
+        }
+        switch Bounds.unixTime(seconds) {
+        case .success(let checked): return Date(timeIntervalSince1970: checked)
+        case .failure(let problem): throw QueryError(message: "\"\(name)\": \(problem.description)")
+        }
     }
 }
 

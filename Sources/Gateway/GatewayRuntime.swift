@@ -1,3 +1,4 @@
+import Bounds
 import BLEParsing
 import BlueZ
 import DBus
@@ -333,7 +334,7 @@ public final class GatewayRuntime: Sendable {
             guard let deadline else { continue }
             let delay = deadline.timeIntervalSinceNow
             if delay > 0 {
-                do { try await Task.sleep(for: .milliseconds(Int64(delay * 1000) + 1)) } catch { return }
+                do { try await Task.sleep(for: Bounds.duration(seconds: delay) + .milliseconds(1)) } catch { return }
             }
             enqueue(await loop.tick(now: Date()))
         }

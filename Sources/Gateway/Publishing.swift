@@ -1,3 +1,4 @@
+import Bounds
 import BLEParsing
 import BlueZ
 import Domain
@@ -85,9 +86,10 @@ enum SortedJSON {
 }
 
 /// `2026-11-23T01:31:38Z`: whole seconds, UTC, without a formatter object.
+/// Times outside `Bounds.unixTimes` are written as its nearest end.
 enum ISO8601UTC {
     static func string(_ date: Date) -> String {
-        let t = Int64(date.timeIntervalSince1970.rounded(.down))
+        let t = Bounds.wholeUnixSeconds(date.timeIntervalSince1970)
         let days = t >= 0 ? t / 86_400 : (t - 86_399) / 86_400
         let secs = t - days * 86_400
         // Civil-from-days (H. Hinnant), proleptic Gregorian.

@@ -1,3 +1,4 @@
+import Bounds
 import Foundation
 import Yams
 
@@ -274,10 +275,10 @@ final class ConfigReader {
         return nil
     }
 
-    /// A number of seconds (integer or decimal) of at least `minimum`, or more than it when `exclusive`.
+    /// A number of seconds (integer or decimal) of at least `minimum`, or more
+    /// than it when `exclusive`, and at most `Bounds.maximumInterval` (10 years).
     func seconds(_ entry: Entry, minimum: Double = 0, exclusive: Bool = false) -> TimeInterval? {
-        let bound = exclusive ? "> \(Self.format(minimum))" : "≥ \(Self.format(minimum))"
-        let expected = "expected a number of seconds \(bound)"
+        let expected = "expected a number of seconds \(exclusive ? ">" : "≥") \(Self.format(minimum))"
         let value: Double
         switch entry.node.scalar.map(ScalarValue.init) {
         case .integer(let number)?: value = Double(number)
@@ -289,11 +290,12 @@ final class ConfigReader {
             report(entry, "\(expected), got \(Self.describe(entry.node))")
             return nil
         }
-        guard value.isFinite, exclusive ? value > minimum : value >= minimum else {
-            report(entry, "\(expected), got \(entry.node.scalar?.string ?? Self.format(value))")
+        switch Bounds.interval(value, minimum: minimum, exclusive: exclusive) {
+        case .success(let seconds): return seconds
+        case .failure(let problem):
+            report(entry, "\(problem.expected), got \(entry.node.scalar?.string ?? problem.description)")
             return nil
         }
-        return value
     }
 
     /// One of a few words; suggests the closest when it is near enough.

@@ -1,3 +1,4 @@
+import Bounds
 import BLEParsing
 import BlueZ
 import Domain
@@ -229,7 +230,7 @@ public final class DeviceListPresenter: Presenter {
         if let pending = latest.timerDeadline, pending <= deadline { return }
         latest.timer?.cancel()
         latest.timerDeadline = deadline
-        let delay = Duration.milliseconds(Int64(max(0, deadline.timeIntervalSince(now)) * 1000) + 1)
+        let delay = Bounds.duration(seconds: deadline.timeIntervalSince(now)) + .milliseconds(1)
         let sleeper = self.sleeper, runtime = self.runtime
         let task = Task {
             do { try await sleeper.sleep(for: delay) } catch { return }

@@ -1,3 +1,4 @@
+import Bounds
 import ArgumentParser
 import BLEParsing
 import BluetoothHCI
@@ -26,13 +27,11 @@ struct CaptureCommand: AsyncParsableCommand {
 
     @Option(help: ArgumentHelp("The btsnoop file to write.", valueName: "file"))
     var out: String
-    @Option(help: "Stop after this many seconds (default: until Ctrl-C or SIGTERM).")
+    @Option(parsing: .unconditional, help: "Stop after this many seconds (default: until Ctrl-C or SIGTERM).")
     var duration: Double?
 
     func validate() throws {
-        if let duration, !(duration > 0 && duration.isFinite) {
-            throw ValidationError("--duration must be a positive number of seconds, got \(duration)")
-        }
+        try checkSeconds(duration, "--duration")
     }
 
     func run() async throws {
@@ -70,7 +69,7 @@ struct CaptureCommand: AsyncParsableCommand {
         defer { sources.forEach { $0.cancel() } }
         let timer = duration.map { seconds in
             Task {
-                try? await Task.sleep(for: .milliseconds(Int64(seconds * 1000)))
+                try? await Task.sleep(for: Bounds.duration(seconds: seconds))
                 monitor.stop()
             }
         }

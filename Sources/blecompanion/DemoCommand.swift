@@ -24,7 +24,7 @@ struct DemoCommand: AsyncParsableCommand {
         discussion: "Exit status: 0 when the demonstration ran; 1 when it could not start (e.g. no dbus-daemon, scenario missing)."
     )
 
-    @Option(help: "How long to scan, in seconds.")
+    @Option(parsing: .unconditional, help: "How long to scan, in seconds (at most 3600).")
     var duration: Double = 5
 
     @Option(help: "The scenario to simulate (default: fixtures/scenarios/demo-home.json).")
@@ -40,7 +40,7 @@ struct DemoCommand: AsyncParsableCommand {
     var stateDir: String?
 
     func validate() throws {
-        guard duration > 0, duration <= 3600 else {
+        guard duration.isFinite, duration > 0, duration <= 3600 else {
             throw ValidationError("--duration must be between 0 and 3600 seconds, got \(duration)")
         }
     }

@@ -1,3 +1,4 @@
+import Bounds
 import ArgumentParser
 import BlueZ
 import BlueZSimulator
@@ -30,7 +31,7 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "Only this adapter and its devices, e.g. hci0 (default: every adapter; --scan uses the first).")
     var adapter: String?
 
-    @Option(help: "Stop after this many seconds (default: until Ctrl-C).")
+    @Option(parsing: .unconditional, help: "Stop after this many seconds (default: until Ctrl-C).")
     var duration: Double?
 
     @Option(name: .customLong("device"), help: "Only this device (repeatable), e.g. AA:BB:CC:DD:EE:FF.")
@@ -46,9 +47,7 @@ struct RecordCommand: AsyncParsableCommand {
     var name: String?
 
     func validate() throws {
-        if let duration, !(duration > 0 && duration.isFinite) {
-            throw ValidationError("--duration must be a positive number of seconds, got \(duration)")
-        }
+        try checkSeconds(duration, "--duration")
         if let adapter { try checkAdapterName(adapter) }
         for d in devices {
             do { _ = try BluetoothAddress(d) } catch { throw ValidationError("--device: \(error.description)") }

@@ -1,3 +1,4 @@
+import Bounds
 import ArgumentParser
 import BLEParsing
 import BlueZ
@@ -49,6 +50,17 @@ func parseAddress(_ text: String) throws -> BluetoothAddress {
 func checkBusName(_ bus: String) throws {
     if bus != "system" && bus != "session" && !bus.contains(":") {
         throw ValidationError("--bus must be system, session or a D-Bus address like unix:path=/tmp/bus, got \"\(bus)\"")
+    }
+}
+
+/// A number of seconds from the command line: finite, more than zero and at
+/// most `Bounds.maximumInterval` (10 years); otherwise a usage error (exit 64)
+/// naming the option. Options that take it parse unconditionally, so "-5"
+/// reaches this check instead of being read as an unknown flag.
+func checkSeconds(_ value: Double?, _ option: String) throws {
+    guard let value else { return }
+    if case let .failure(problem) = Bounds.interval(value, minimum: 0, exclusive: true) {
+        throw ValidationError("\(option): \(problem.description)")
     }
 }
 
@@ -179,7 +191,7 @@ struct HistoryCommand: AsyncParsableCommand {
     @Argument(help: "The device address.") var address: String
     @Option(help: "The adapter the device is on.") var adapter: String = "hci0"
     @Option(help: "Only this reading kind, e.g. temperature.") var kind: String?
-    @Option(help: "How far back, in hours.") var hours: Double = 24
+    @Option(parsing: .unconditional, help: "How far back, in hours (at most 10 years).") var hours: Double = 24
     @Flag(help: "Print JSON Lines.") var json = false
 
     func validate() throws {
@@ -188,7 +200,8 @@ struct HistoryCommand: AsyncParsableCommand {
         if let kind, ReadingKind(rawValue: kind) == nil {
             throw ValidationError("unknown reading kind \"\(kind)\" (e.g. temperature, humidity, battery)")
         }
-        guard hours > 0, hours.isFinite else { throw ValidationError("--hours must be a positive number") }
+        guard hours.isFinite, hours > 0 else { throw ValidationError("--hours must be a positive number of hours, got \(hours)") }
+        try checkSeconds(hours * 3600, "--hours (as seconds)")
     }
 
     func run() async throws {

@@ -559,3 +559,25 @@ func eachRuleReportsKeyLineAndMessage(_ rule: Rule) {
     #expect(ConfigReader.unmarked("__blecompanion_duplicate_12__port") == "port")
     #expect(ConfigReader.unmarked("port") == "port")
 }
+
+// MARK: - Numbers that would trap when converted
+
+/// Every interval key refuses huge, negative, infinite and NaN values with its
+/// key and line (a gateway started with `heartbeat: 1e16` used to pass the
+/// check and then trap at start, a crash loop under systemd).
+@Test(arguments: ["publish:\n  heartbeat: %@\n", "publish:\n  min_interval: %@\n", "devices:\n  expire_after: %@\n"],
+      ["1e16", "1e300", "-1", ".inf", "-.inf", ".nan", "315576001"])
+func intervalKeysRefuseNumbersOutsideTheirBounds(template: String, value: String) {
+    let yaml = "gateway:\n  id: x\n" + template.replacingOccurrences(of: "%@", with: value)
+    let found = problems(yaml)
+    let key = template.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces).replacingOccurrences(of: ": %@", with: "") }
+        .joined(separator: ".").replacingOccurrences(of: ":", with: "")
+    #expect(found.count == 1, "\(value) in \(key): \(found)")
+    #expect(found.first?.key == key, "\(found)")
+    #expect(found.first?.line == 4, "\(found)")
+    #expect(found.first?.message.contains("got") == true, "\(found)")
+}
+
+@Test func tenYearsIsTheLargestIntervalAccepted() {
+    #expect(problems("gateway:\n  id: x\npublish:\n  heartbeat: 315576000\n").isEmpty)
+}

@@ -1,3 +1,4 @@
+import Bounds
 import ArgumentParser
 import BLEParsing
 import BlueZ
@@ -9,7 +10,9 @@ struct ConnectCommand: AsyncParsableCommand {
         commandName: "connect", abstract: "Connect to a device and wait until its GATT services are resolved.")
     @OptionGroup var options: BlueZOptions
     @Argument(help: "The device address.") var address: String
-    @Option(help: "Seconds to wait for the connection and service discovery.") var timeout: Double = 30
+    @Option(parsing: .unconditional, help: "Seconds to wait for the connection and service discovery.") var timeout: Double = 30
+
+    func validate() throws { try checkSeconds(timeout, "--timeout") }
 
     func run() async throws {
         try await runReporting {
@@ -17,8 +20,8 @@ struct ConnectCommand: AsyncParsableCommand {
             _ = try options.adapter(of: client)
             let (_, device) = try options.device(address, of: client)
             do {
-                try await client.connect(device.id, timeout: .seconds(timeout))
-                try await client.waitForServicesResolved(device.id, timeout: .seconds(timeout))
+                try await client.connect(device.id, timeout: Bounds.duration(seconds: timeout))
+                try await client.waitForServicesResolved(device.id, timeout: Bounds.duration(seconds: timeout))
             } catch {
                 throw CLIError("cannot connect to \(device.address): \(CLIError(error).description)")
             }
@@ -269,11 +272,11 @@ struct NotifyCommand: AsyncParsableCommand {
     @Argument(help: "The device address.") var address: String
     @Argument(help: "The characteristic UUID (e.g. 2a37).") var uuid: String
     @Option(help: "Stop after this many values.") var count: Int?
-    @Option(help: "Stop after this many seconds.") var duration: Double?
+    @Option(parsing: .unconditional, help: "Stop after this many seconds.") var duration: Double?
 
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        try checkSeconds(duration, "--duration")
     }
 
     func run() async throws {

@@ -1,3 +1,4 @@
+import Bounds
 import ArgumentParser
 import BLEParsing
 import BlueZ
@@ -33,14 +34,14 @@ struct ScanCommand: AsyncParsableCommand {
         abstract: "Discover devices and stream them with their decoded advertisements.",
         discussion: "Runs until --duration has passed or Ctrl-C; stops discovery on the way out.")
     @OptionGroup var options: BlueZOptions
-    @Option(help: "Stop after this many seconds (default: run until Ctrl-C).") var duration: Double?
+    @Option(parsing: .unconditional, help: "Stop after this many seconds (default: run until Ctrl-C).") var duration: Double?
     @Option(help: "Only devices at least this strong (dBm, e.g. -80).") var rssi: Int16?
     @Option(help: "Only devices advertising this service UUID (repeatable).") var uuid: [String] = []
     @Option(help: "le, bredr or auto.") var transport: String?
     @Flag(help: "Report every advertisement, not only changes.") var duplicates = false
 
     func validate() throws {
-        if let duration, !(duration > 0) { throw ValidationError("--duration must be a positive number of seconds") }
+        try checkSeconds(duration, "--duration")
         if let transport, DiscoveryFilter.Transport(rawValue: transport) == nil {
             throw ValidationError("--transport must be le, bredr or auto, got \"\(transport)\"")
         }
@@ -226,7 +227,7 @@ final class StopSignal: @unchecked Sendable {
         }
         if let seconds {
             Task {
-                try? await Task.sleep(for: .seconds(seconds))
+                try? await Task.sleep(for: Bounds.duration(seconds: seconds))
                 c.yield(())
             }
         }
