@@ -31,6 +31,9 @@ public final class OutboundQueue: Sendable {
     private let pool: DatabasePool
     public let capacity: Int
     private let depthStore: StateStore<Int>
+    /// The rows in the table, counted once at open and kept by the writes
+    /// (the only writer of the file is this object: one queue per file and process).
+    private let count: Mutex<Int>
 
     /// Opens (creating as needed) the queue at `path`.
     public init(path: String, capacity: Int = 100_000) throws(DomainError) {
@@ -40,6 +43,7 @@ public final class OutboundQueue: Sendable {
             try OutboundQueue.migrator.migrate(pool)
             let count = try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0 }
             depthStore = StateStore(count, bufferLimit: 16)
+            self.count = Mutex(count)
         } catch {
             throw DomainError("cannot open the outbound queue \(path): \(error)")
         }
@@ -64,33 +68,65 @@ public final class OutboundQueue: Sendable {
         return m
     }
 
+    /// A message to append (``enqueue(_:at:)``).
+    public struct Outgoing: Sendable, Equatable {
+        public var topic: String
+        public var payload: [UInt8]
+        public var retain: Bool
+        public var qos: Int
+        public init(topic: String, payload: [UInt8], retain: Bool = false, qos: Int = 1) {
+            self.topic = topic
+            self.payload = payload
+            self.retain = retain
+            self.qos = qos
+        }
+    }
+
     /// Appends a message; if the queue is then over capacity, drops the
     /// oldest and counts them. One transaction.
     @discardableResult
     public func enqueue(topic: String, payload: [UInt8], retain: Bool = false, qos: Int = 1, at time: Date = Date()) throws(DomainError) -> Int64 {
-        guard (0...2).contains(qos) else { throw DomainError("QoS must be 0, 1 or 2, not \(qos)") }
+        let ids = try enqueue([Outgoing(topic: topic, payload: payload, retain: retain, qos: qos)], at: time)
+        return ids[0]
+    }
+
+    /// Appends `messages` in order, in one transaction with one prepared
+    /// statement (a gateway tick's worth of messages costs one commit, not
+    /// one each); then drops and counts the oldest beyond capacity. All or
+    /// nothing: when it throws, none was queued. Returns their ids.
+    @discardableResult
+    public func enqueue(_ messages: [Outgoing], at time: Date = Date()) throws(DomainError) -> [Int64] {
+        guard !messages.isEmpty else { return [] }
+        if let bad = messages.first(where: { !(0...2).contains($0.qos) }) {
+            throw DomainError("QoS must be 0, 1 or 2, not \(bad.qos)")
+        }
         let capacity = self.capacity
         do {
-            let (id, _) = try pool.write { db -> (Int64, Int) in
-                try db.execute(sql: "INSERT INTO outbox (topic, payload, retain, qos, enqueuedAt) VALUES (?, ?, ?, ?, ?)",
-                               arguments: [topic, Data(payload), retain, qos, time.timeIntervalSince1970])
-                let id = db.lastInsertedRowID
-                let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0
-                var depth = count
-                if count > capacity {
-                    let excess = count - capacity
+            return try pool.write { db -> [Int64] in
+                let insert = try db.cachedStatement(sql: "INSERT INTO outbox (topic, payload, retain, qos, enqueuedAt) VALUES (?, ?, ?, ?, ?)")
+                var ids: [Int64] = []
+                ids.reserveCapacity(messages.count)
+                for m in messages {
+                    try insert.execute(arguments: [m.topic, Data(m.payload), m.retain, m.qos, time.timeIntervalSince1970])
+                    ids.append(db.lastInsertedRowID)
+                }
+                var depth = count.withLock { $0 } + messages.count
+                if depth > capacity {
+                    let excess = depth - capacity
                     try db.execute(sql: "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)", arguments: [excess])
                     try db.execute(sql: "UPDATE outboxStats SET value = value + ? WHERE key = 'dropped'", arguments: [excess])
                     depth = capacity
                 }
                 // Inside the (serialized) write: concurrent producers publish their
                 // depths in commit order, so the last one published is the current one.
+                // The count is set only here and in `acknowledge`, both inside the
+                // writer, so it stays the table's row count (no O(n) count(*) per message).
+                count.withLock { $0 = depth }
                 depthStore.update { $0 = depth }
-                return (id, depth)
+                return ids
             }
-            return id
         } catch {
-            throw DomainError("cannot queue a message for \(topic): \(error)")
+            throw DomainError("cannot queue \(messages.count == 1 ? "a message for \(messages[0].topic)" : "\(messages.count) messages"): \(error)")
         }
     }
 
@@ -112,14 +148,26 @@ public final class OutboundQueue: Sendable {
 
     /// Removes a message the broker acknowledged (a no-op if it is gone).
     public func acknowledge(_ id: Int64) throws(DomainError) {
+        try acknowledge([id])
+    }
+
+    /// Removes messages the broker acknowledged, in one transaction (ids that
+    /// are gone are skipped).
+    public func acknowledge(_ ids: [Int64]) throws(DomainError) {
+        guard !ids.isEmpty else { return }
         do {
             try pool.write { db in
-                try db.execute(sql: "DELETE FROM outbox WHERE id = ?", arguments: [id])
-                let depth = try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0
+                let delete = try db.cachedStatement(sql: "DELETE FROM outbox WHERE id = ?")
+                var removed = 0
+                for id in ids {
+                    try delete.execute(arguments: [id])
+                    removed += db.changesCount
+                }
+                let depth = count.withLock { c -> Int in c = max(0, c - removed); return c }
                 depthStore.update { $0 = depth }   // in commit order, as in `enqueue`
             }
         } catch {
-            throw DomainError("cannot remove message \(id) from the outbound queue: \(error)")
+            throw DomainError("cannot remove \(ids.count == 1 ? "message \(ids[0])" : "\(ids.count) messages") from the outbound queue: \(error)")
         }
     }
 

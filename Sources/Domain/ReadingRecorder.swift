@@ -20,15 +20,19 @@ public final class ReadingRecorder: Sendable {
             var previous: [DeviceID: [Reading]] = [:]
             for await snapshot in snapshots {
                 let wanted = watched()
+                var changed: [DeviceRecord] = []
                 for device in snapshot.devices where !device.readings.isEmpty && !device.remembered {
                     if let wanted, !wanted.contains(device.id.address) { continue }
                     guard previous[device.id] != device.readings else { continue }
-                    previous[device.id] = device.readings
-                    do throws(DomainError) {
-                        try store.record(device, at: now())
-                    } catch {
-                        failure.update { $0 = error.description }
-                    }
+                    changed.append(device)
+                }
+                guard !changed.isEmpty else { continue }
+                // One transaction per snapshot; remembered as stored only once it was.
+                do throws(DomainError) {
+                    try store.record(changed, at: now())
+                    for device in changed { previous[device.id] = device.readings }
+                } catch {
+                    failure.update { $0 = error.description }
                 }
             }
         }

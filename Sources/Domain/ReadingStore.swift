@@ -113,38 +113,53 @@ public final class ReadingStore: ReadingHistory {
     /// series per `minimumInterval`). Returns how many values were stored.
     @discardableResult
     public func record(_ record: DeviceRecord, at time: Date) throws(DomainError) -> Int {
-        let device = record.id.path.rawValue
-        let numeric: [(String, String, Double)] = record.readings.compactMap { r in
-            guard case let .number(v) = r.value, v.isFinite else { return nil }
-            return (r.kind.rawValue, r.label ?? "", v)
-        }
-        let due = lastWrite.withLock { last -> [(String, String, Double)] in
-            numeric.filter { kind, label, _ in
-                let key = "\(device)|\(kind)|\(label)"
-                if let t = last[key], time.timeIntervalSince(t) < policy.minimumInterval { return false }
-                last[key] = time
-                return true
+        try self.record([record], at: time)
+    }
+
+    /// ``record(_:at:)`` for several devices in one transaction, with
+    /// prepared statements reused (the cost of a commit is paid once per
+    /// batch, not per device). All or nothing. Returns how many values were stored.
+    @discardableResult
+    public func record(_ records: [DeviceRecord], at time: Date) throws(DomainError) -> Int {
+        guard !records.isEmpty else { return 0 }
+        let at = time.timeIntervalSince1970
+        let due: [[(String, String, Double)]] = lastWrite.withLock { last in
+            records.map { record in
+                let device = record.id.path.rawValue
+                return record.readings.compactMap { r -> (String, String, Double)? in
+                    guard case let .number(v) = r.value, v.isFinite else { return nil }
+                    let key = "\(device)|\(r.kind.rawValue)|\(r.label ?? "")"
+                    if let t = last[key], time.timeIntervalSince(t) < policy.minimumInterval { return nil }
+                    last[key] = time
+                    return (r.kind.rawValue, r.label ?? "", v)
+                }
             }
         }
         do {
             try pool.write { db in
-                try db.execute(sql: """
+                let upsert = try db.cachedStatement(sql: """
                     INSERT INTO device (id, address, name, format, firstSeen, lastSeen, latest) VALUES (?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET name = coalesce(excluded.name, name),
                       format = coalesce(excluded.format, format), lastSeen = excluded.lastSeen,
                       latest = coalesce(excluded.latest, latest)
-                    """, arguments: [device, record.id.address.description, record.name, record.format,
-                                     time.timeIntervalSince1970, time.timeIntervalSince1970, StoredReading.encode(record.readings)])
-                for (kind, label, value) in due {
-                    try db.execute(sql: "INSERT OR REPLACE INTO reading (device, kind, label, at, value) VALUES (?, ?, ?, ?, ?)",
-                                   arguments: [device, kind, label, time.timeIntervalSince1970, value])
+                    """)
+                let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO reading (device, kind, label, at, value) VALUES (?, ?, ?, ?, ?)")
+                for (record, values) in zip(records, due) {
+                    let device = record.id.path.rawValue
+                    try upsert.execute(arguments: [device, record.id.address.description, record.name, record.format, at, at,
+                                                   StoredReading.encode(record.readings)])
+                    for (kind, label, value) in values {
+                        try insert.execute(arguments: [device, kind, label, at, value])
+                    }
                 }
             }
         } catch {
-            throw DomainError("cannot store readings of \(record.id.address): \(error)")
+            let what = records.count == 1 ? "\(records[0].id.address)" : "\(records.count) devices"
+            throw DomainError("cannot store readings of \(what): \(error)")
         }
-        if !due.isEmpty { revision.update { $0[record.id, default: 0] += 1 } }
-        return due.count
+        let changed = zip(records, due).filter { !$0.1.isEmpty }.map(\.0.id)
+        if !changed.isEmpty { revision.update { for id in changed { $0[id, default: 0] += 1 } } }
+        return due.reduce(0) { $0 + $1.count }
     }
 
     public func revisions() -> AsyncStream<[DeviceID: UInt64]> { revision.states() }

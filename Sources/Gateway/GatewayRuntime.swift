@@ -304,16 +304,15 @@ public final class GatewayRuntime: Sendable {
 
     func enqueue(_ messages: [OutgoingMessage]) {
         guard !messages.isEmpty else { return }
-        for m in messages {
-            if options.mqtt != nil {
-                do throws(DomainError) {
-                    _ = try queue.enqueue(topic: m.topic, payload: m.payload, retain: m.retain, qos: max(m.qos, 1))
-                } catch {
-                    logger.error("cannot queue \(m.topic): \(error.description)")
-                }
+        if options.mqtt != nil {
+            // One transaction for what one state or tick produced.
+            do throws(DomainError) {
+                try queue.enqueue(messages.map { .init(topic: $0.topic, payload: $0.payload, retain: $0.retain, qos: max($0.qos, 1)) })
+            } catch {
+                logger.error("\(error.description)")
             }
-            published.yield(m)
         }
+        for m in messages { published.yield(m) }
     }
 
     // MARK: - Loops

@@ -49,29 +49,31 @@ public final class QueuePublisher: Sendable {
                 _ = depth
                 continue
             }
-            for message in pending {
-                do throws(MQTTError) {
-                    try await client.publish(MQTTMessage(topic: message.topic, payload: message.payload,
-                                                         qos: MQTTQoS(rawValue: message.qos) ?? .atLeastOnce, retain: message.retain))
-                } catch {
-                    // Kept in the queue; sent again once the client is back.
-                    // Start over from the client's current state (a fresh
-                    // stream yields it first); a failure while still
-                    // connected waits a second before trying again.
-                    failures.update { $0 = error.description }
-                    connected = false
-                    states = client.states().makeAsyncIterator()
-                    if case .connected? = await states.next() {
-                        try? await Task.sleep(for: .seconds(1))
-                        connected = true
-                    }
-                    break
-                }
-                acknowledged.add(1, ordering: .relaxed)
-                do throws(DomainError) { try queue.acknowledge(message.id) } catch {
+            // Pipelined: the batch goes out at once, and the acknowledged
+            // prefix leaves the queue in one transaction.
+            let (acknowledged, error) = await client.publish(pending.map {
+                MQTTMessage(topic: $0.topic, payload: $0.payload, qos: MQTTQoS(rawValue: $0.qos) ?? .atLeastOnce, retain: $0.retain)
+            })
+            if acknowledged > 0 {
+                self.acknowledged.add(UInt64(acknowledged), ordering: .relaxed)
+                do throws(DomainError) { try queue.acknowledge(pending.prefix(acknowledged).map(\.id)) } catch {
                     failures.update { $0 = error.description }
                     return
                 }
+            }
+            if let error {
+                // The rest stays in the queue; sent again once the client is
+                // back. Start over from the client's current state (a fresh
+                // stream yields it first); a failure while still connected
+                // waits a second before trying again.
+                failures.update { $0 = error.description }
+                connected = false
+                states = client.states().makeAsyncIterator()
+                if case .connected? = await states.next() {
+                    try? await Task.sleep(for: .seconds(1))
+                    connected = true
+                }
+                continue
             }
             if connected { failures.update { $0 = nil } }
         }

@@ -199,6 +199,40 @@ public final class MQTTClient: Sendable {
     /// once the broker acknowledged it (PUBACK / PUBCOMP) — across reconnects,
     /// since libmosquitto sends unacknowledged messages again.
     public func publish(_ message: MQTTMessage) async throws(MQTTError) {
+        guard let mid = try send(message) else { return }
+        _ = try await core.awaitAck(mid: mid, kind: .publish, operation: "PUBACK for \(message.topic)").get()
+    }
+
+    /// Publishes `messages` in order, pipelined: all are handed to libmosquitto
+    /// first (it keeps their order on the wire and up to its in-flight limit
+    /// unacknowledged at once), then their acknowledgements are awaited — one
+    /// round trip for the batch instead of one per message. Returns how many
+    /// from the start were acknowledged, and the error that stopped the rest
+    /// (those may still reach the broker: a caller that sends them again
+    /// publishes them twice, which QoS 1 allows).
+    public func publish(_ messages: [MQTTMessage]) async -> (acknowledged: Int, error: MQTTError?) {
+        var waiting: [(mid: Int32?, topic: String)] = []
+        waiting.reserveCapacity(messages.count)
+        var sendError: MQTTError?
+        for message in messages {
+            do throws(MQTTError) { waiting.append((try send(message), message.topic)) } catch {
+                sendError = error
+                break
+            }
+        }
+        for (index, entry) in waiting.enumerated() {
+            guard let mid = entry.mid else { continue }
+            if case let .failure(error) = await core.awaitAck(mid: mid, kind: .publish, operation: "PUBACK for \(entry.topic)") {
+                // The rest will not be awaited: nobody waits for their ids.
+                for later in waiting[(index + 1)...] { if let m = later.mid { core.forget(mid: m) } }
+                return (index, error)
+            }
+        }
+        return (waiting.count, sendError)
+    }
+
+    /// Hands `message` to libmosquitto; the message id to await for QoS ≥ 1, nil for QoS 0.
+    private func send(_ message: MQTTMessage) throws(MQTTError) -> Int32? {
         var mid: Int32 = 0
         let rc = message.payload.withUnsafeBytes { bytes in
             mosquitto_publish(handle.raw, &mid, message.topic, Int32(bytes.count), bytes.baseAddress, Int32(message.qos.rawValue), message.retain)
@@ -213,9 +247,9 @@ public final class MQTTClient: Sendable {
         }
         if message.qos == .atMostOnce {
             core.forget(mid: mid)
-            return
+            return nil
         }
-        _ = try await core.awaitAck(mid: mid, kind: .publish, operation: "PUBACK for \(message.topic)").get()
+        return mid
     }
 
     /// Subscribes to `filter` (wildcards `+` and `#` allowed) and returns,

@@ -51,6 +51,27 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
         }
     }
 
+    @Test func aPipelinedBatchArrivesWholeAndInOrder() async throws {
+        try await withBroker { broker in
+            let publisher = try await MQTTClient.connect(configuration(broker, "batch-pub"))
+            let subscriber = try await MQTTClient.connect(configuration(broker, "batch-sub"))
+            let inbox = Inbox(try await subscriber.subscribe("batch/#", qos: .atLeastOnce))
+            // More than libmosquitto's default 20 in flight. (All QoS 1, as the
+            // outbox sends them: libmosquitto sends QoS 0 past its queue of
+            // QoS 1 messages waiting for an in-flight slot.)
+            let messages = (0..<300).map { i in MQTTMessage(topic: "batch/\(i % 7)", text: "\(i)", qos: .atLeastOnce) }
+            let (acknowledged, error) = await publisher.publish(messages)
+            #expect(acknowledged == 300 && error == nil, "\(acknowledged) acknowledged, \(String(describing: error))")
+            let got = await inbox.wait { $0.count >= 300 }
+            #expect(got.compactMap(\.text) == (0..<300).map { "\($0)" }, "in publishing order")
+            // After the client is closed the batch fails at once, naming the reason.
+            await publisher.disconnect()
+            let (none, closed) = await publisher.publish([MQTTMessage(topic: "batch/x", text: "late", qos: .atLeastOnce)])
+            #expect(none == 0 && closed != nil)
+            await subscriber.disconnect()
+        }
+    }
+
     @Test func retainedMessageReachesLateSubscriberWithRetainFlag() async throws {
         try await withBroker { broker in
             let publisher = try await MQTTClient.connect(configuration(broker, "pub"))

@@ -57,6 +57,32 @@ import Testing
         #expect(throws: DomainError("QoS must be 0, 1 or 2, not 3")) { try q.enqueue(topic: "t", payload: [], qos: 3) }
     }
 
+    @Test func aBatchIsQueuedWholeOrNotAtAllAndTheDepthFollowsTheTable() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let q = try OutboundQueue(path: path, capacity: 10)
+        let ids = try q.enqueue((0..<4).map { OutboundQueue.Outgoing(topic: "b/\($0)", payload: [UInt8($0)]) })
+        #expect(ids.count == 4 && ids == ids.sorted())
+        #expect(q.depth == 4)
+        // One bad message refuses the whole batch: nothing of it is queued.
+        let mixed = [OutboundQueue.Outgoing(topic: "ok", payload: []), OutboundQueue.Outgoing(topic: "bad", payload: [], qos: 3)]
+        #expect(throws: DomainError("QoS must be 0, 1 or 2, not 3")) { try q.enqueue(mixed) }
+        #expect(q.depth == 4)
+        #expect(try q.oldest(10).map(\.topic) == ["b/0", "b/1", "b/2", "b/3"])
+        // Acknowledging a batch, with an unknown id among them, counts only what was there.
+        try q.acknowledge([ids[0], 9_999, ids[2]])
+        #expect(q.depth == 2)
+        #expect(try q.oldest(10).map(\.topic) == ["b/1", "b/3"])
+        // Over capacity inside one batch: the oldest go, counted.
+        try q.enqueue((0..<12).map { OutboundQueue.Outgoing(topic: "c/\($0)", payload: []) })
+        #expect(q.depth == 10)
+        #expect(try q.dropped() == 4)
+        #expect(try q.oldest(1).map(\.topic) == ["c/2"])
+        // The depth kept in memory is the table's row count, also after reopening.
+        let reopened = try OutboundQueue(path: path, capacity: 10)
+        #expect(reopened.depth == 10)
+        #expect(try reopened.oldest(100).count == 10)
+    }
+
     @Test func concurrentProducersGetDistinctIncreasingIds() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         let q = try OutboundQueue(path: path)

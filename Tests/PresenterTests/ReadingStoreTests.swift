@@ -45,6 +45,32 @@ import BlueZ
         #expect(remembered.first?.firstSeen == t0 && remembered.first?.lastSeen == t0.addingTimeInterval(61))
     }
 
+    @Test func aBatchStoresEveryDeviceInOneGoAndBumpsOnlyTheirRevisions() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try ReadingStore(path: dir.appendingPathComponent("db.sqlite").path)
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let other = DeviceID(adapter: device.adapter, address: try BluetoothAddress("A4:C1:38:8D:18:B2"))
+        let second = DeviceRecord(id: other, name: "LYWSD03MMC", format: "pvvx", readings: [
+            Reading(kind: .temperature, value: .number(19.5), unit: "°C"),
+        ])
+        #expect(try store.record([record(21.0), second], at: t0) == 3)
+        #expect(try store.history(of: device, kind: .temperature).map(\.value) == [21.0])
+        #expect(try store.history(of: other, kind: .temperature).map(\.value) == [19.5])
+        // Within the interval the first device stores nothing; only the one that stored moves.
+        /// The revisions now: a new stream yields the current ones first.
+        func current() async -> [DeviceID: UInt64] {
+            var it = store.revisions().makeAsyncIterator()
+            return await it.next() ?? [:]
+        }
+        let before = await current()
+        let third = DeviceRecord(id: other, name: nil, format: "pvvx", readings: [Reading(kind: .humidity, value: .number(40), unit: "%")])
+        #expect(try store.record([record(21.5), third], at: t0.addingTimeInterval(10)) == 1)
+        let after = await current()
+        #expect(after[device] == before[device], "nothing stored for it: its revision stays")
+        #expect(after[other] == (before[other] ?? 0) + 1)
+        #expect(try store.record([], at: t0) == 0)
+    }
+
     @Test func retentionAveragesHourlyThenDailyThenForgets() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         var policy = RetentionPolicy()
