@@ -86,6 +86,11 @@ public final class BlueZMirror: Sendable {
     /// The tree now.
     public func snapshot() -> BlueZSnapshot { state.withLock { $0.snapshot } }
 
+    /// Reads the tree under the mirror's lock without keeping it: a caller
+    /// that holds a ``snapshot()`` while the mirror applies the next signal
+    /// makes it copy the whole tree; one that only reads a device does not.
+    public func read<T>(_ body: (BlueZSnapshot) -> T) -> T { state.withLock { body($0.snapshot) } }
+
     /// Why the mirror could not enumerate bluetoothd the last time it tried
     /// (nil after a successful enumeration).
     public var problem: BlueZError? { state.withLock { $0.problem } }

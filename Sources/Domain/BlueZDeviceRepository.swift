@@ -40,6 +40,9 @@ public struct DeviceRepositoryStatistics: Sendable, Equatable {
     public var advertisements: UInt64 = 0
     /// Advertisement payloads a decoder recognised but could not decode, by decoder.
     public var decodeErrors: [String: UInt64] = [:]
+    /// Advertisements folded into a later one of the same device before a
+    /// snapshot was published (under a flood the latest of each device wins).
+    public var coalesced: UInt64 = 0
     public init() {}
 }
 
@@ -71,23 +74,46 @@ struct AdvertisementCache {
 }
 
 /// The device repository over a live BlueZ mirror: bluetoothd's tree plus
-/// decoded advertisements; republished on every change the mirror reports.
+/// decoded advertisements.
+///
+/// Cost per advertisement: O(1). An advertisement (RSSI, manufacturer or
+/// service data of a listed device) rebuilds that device's record in place
+/// and marks it changed; snapshots are published at most once per
+/// `publishInterval` (the first change after a quiet spell at once, the rest
+/// together at the end of the interval), each naming the devices that
+/// changed. So a flood of advertisements costs each consumer one snapshot per
+/// interval, with the latest record of every device (coalescing, counted in
+/// ``DeviceRepositoryStatistics/coalesced``), whatever the rate; anything else
+/// (a device added or removed, availability, scanning) is published at once
+/// as a whole.
 public final class BlueZDeviceRepository: DeviceRepository {
     private let client: BlueZClient
     private let adapterName: String?
     private let now: @Sendable () -> Date
+    /// At most one snapshot per this interval for advertisement changes.
+    public let publishInterval: Duration
 
     private struct State {
         var lastSeen: [DeviceID: Date] = [:]
         var session: DiscoverySession?
         var decoded = AdvertisementCache()
         var advertisements: UInt64 = 0
-        /// The records last published, and where each device is among them.
+        /// The records as they are now (published or pending), and where each device is among them.
         var records: [DeviceRecord] = []
         var index: [DeviceID: Int] = [:]
         var scanning = false
+        var availability: Availability = .bluetoothdGone
+        /// The version of the last snapshot published.
+        var version: UInt64 = 0
+        /// Devices changed since that snapshot, waiting for the next one.
+        var dirty: Set<DeviceID> = []
+        /// Changes folded into a later one of the same device before it was published.
+        var coalesced: UInt64 = 0
+        var flushScheduled = false
+        var lastFlush: ContinuousClock.Instant?
     }
     private let state = Mutex(State())
+    private let clock = ContinuousClock()
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
     private let follower = Mutex<Task<Void, Never>?>(nil)
 
@@ -101,8 +127,9 @@ public final class BlueZDeviceRepository: DeviceRepository {
     /// every decode, so a key added in the settings applies at once).
     public init(client: BlueZClient, adapter: String? = nil, remembered: [RememberedDevice] = [],
                 bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
-                scanner: (any AdapterRepository)? = nil,
+                scanner: (any AdapterRepository)? = nil, publishInterval: Duration = .milliseconds(25),
                 now: @escaping @Sendable () -> Date = { Date() }) {
+        self.publishInterval = publishInterval
         self.client = client
         self.bindkeys = bindkeys
         self.scanner = scanner
@@ -130,7 +157,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
         follower.withLock { $0 = task }
     }
 
-    deinit { follower.withLock { $0?.cancel() } }
+    deinit {
+        follower.withLock { $0?.cancel() }
+        flushTimer.withLock { $0?.cancel() }
+    }
 
     public func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
 
@@ -140,6 +170,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
             var out = DeviceRepositoryStatistics()
             out.advertisements = s.advertisements
             out.decodeErrors = s.decoded.failures
+            out.coalesced = s.coalesced
             return out
         }
     }
@@ -192,29 +223,71 @@ public final class BlueZDeviceRepository: DeviceRepository {
     /// Properties an advertisement changes; a change of only these touches one record.
     static let advertisementProperties: Set<String> = ["RSSI", "ManufacturerData", "ServiceData", "TxPower"]
 
-    /// Rebuilds only `id`'s record in the last published list. False when
-    /// that is not enough (availability or scanning changed, the device is
-    /// not in the list): the caller then refreshes everything.
+    /// Rebuilds only `id`'s record and marks it changed for the next
+    /// snapshot. False when that is not enough (availability or scanning
+    /// changed, the device is not in the list): the caller then refreshes
+    /// everything. Reads the mirror under its lock without keeping its tree,
+    /// so the mirror's next change does not copy it.
     private func refreshOne(_ id: DeviceID) -> Bool {
-        let snap = client.mirror.snapshot()
-        let (availability, adapter) = availability(snap)
-        guard availability == .available, let adapter, let device = snap.devices[id], device.id.adapter == adapter.id else { return false }
+        let found = client.mirror.read { snap -> (Device, Bool)? in
+            let (availability, adapter) = availability(snap)
+            guard availability == .available, let adapter, let device = snap.devices[id], device.id.adapter == adapter.id else { return nil }
+            return (device, adapter.discovering == true)
+        }
+        guard let (device, discovering) = found else { return false }
         let time = now()
-        let record: DeviceRecord? = state.withLock { s in
+        enum Next { case flushNow, schedule, nothing }
+        let next: Next? = state.withLock { s in
             guard let index = s.index[id], index < s.records.count, s.records[index].id == id,
-                  s.scanning == (adapter.discovering == true) else { return nil }
+                  s.availability == .available, s.scanning == discovering else { return nil }
             s.lastSeen[id] = time
             s.advertisements &+= 1
             let models = s.decoded.models(for: device, bindkey: bindkeys(device.address))
-            let record = makeRecord(device, models, lastSeen: time)
-            s.records[index] = record
-            return record
+            // In place: the array is shared with the last snapshot only until
+            // its first change after a publication (one copy per interval).
+            s.records[index] = makeRecord(device, models, lastSeen: time)
+            if !s.dirty.insert(id).inserted { s.coalesced &+= 1 }
+            if s.flushScheduled { return .nothing }
+            if let last = s.lastFlush, clock.now < last + publishInterval {
+                s.flushScheduled = true   // only this caller schedules: one timer at a time
+                return .schedule
+            }
+            return .flushNow
         }
-        guard let record else { return false }
-        store.update { snapshot in
-            if let i = snapshot.devices.firstIndex(where: { $0.id == id }) { snapshot.devices[i] = record }
+        switch next {
+        case nil: return false
+        case .flushNow?: flush()
+        case .schedule?: scheduleFlush()
+        case .nothing?: break
         }
         return true
+    }
+
+    /// The timer for a scheduled flush (one at a time).
+    private let flushTimer = Mutex<Task<Void, Never>?>(nil)
+
+    private func scheduleFlush() {
+        let due = state.withLock { ($0.lastFlush ?? clock.now) + publishInterval }
+        let task = Task { [weak self] in
+            try? await Task.sleep(until: due, clock: .continuous)
+            self?.flush()
+        }
+        flushTimer.withLock { $0 = task }
+    }
+
+    /// Publishes the pending changes as one snapshot (nothing when none is pending).
+    private func flush() {
+        state.withLock { s in
+            s.flushScheduled = false
+            guard !s.dirty.isEmpty else { return }
+            s.version &+= 1
+            s.lastFlush = clock.now
+            let snapshot = DeviceListSnapshot(availability: s.availability, scanning: s.scanning, devices: s.records,
+                                              version: s.version, changed: s.dirty, positions: s.index)
+            s.dirty = []
+            // Under the lock: snapshots reach the store in version order.
+            store.update { $0 = snapshot }
+        }
     }
 
     private func makeRecord(_ d: Device, _ decoded: [AdvertisementModel], lastSeen: Date?) -> DeviceRecord {
@@ -266,7 +339,14 @@ public final class BlueZDeviceRepository: DeviceRepository {
             s.records = records
             s.index = Dictionary(records.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { a, _ in a })
             s.scanning = adapter?.discovering == true
+            s.availability = availability
+            // A whole snapshot, at once: it carries every pending change too.
+            s.dirty = []
+            s.version &+= 1
+            s.lastFlush = clock.now
+            let snapshot = DeviceListSnapshot(availability: availability, scanning: s.scanning, devices: records,
+                                              version: s.version, positions: s.index)
+            store.update { $0 = snapshot }
         }
-        store.update { $0 = DeviceListSnapshot(availability: availability, scanning: adapter?.discovering == true, devices: records) }
     }
 }

@@ -60,16 +60,51 @@ public struct DeviceRecord: Sendable, Equatable, Identifiable {
     }
 }
 
-/// Everything the device list needs, at one moment.
+/// Everything the device list needs, at one moment, and what changed since
+/// the snapshot before it: a consumer that saw version `v - 1` updates only
+/// the devices in `changed` (O(changed), not O(devices)); one that missed a
+/// snapshot (it lagged and its buffer kept the newest) or gets `changed ==
+/// nil` looks at everything.
 public struct DeviceListSnapshot: Sendable, Equatable {
+    /// Increases by one with every snapshot a repository publishes (0: not
+    /// numbered, e.g. a test's fake). First, so that comparing two snapshots
+    /// of a repository stops here instead of walking the device list.
+    public var version: UInt64
     public var availability: Availability
     public var scanning: Bool
     public var devices: [DeviceRecord]
+    /// The devices whose records differ from snapshot `version - 1`; nil:
+    /// anything may have changed (availability, scanning, devices added or
+    /// removed, or the repository does not say).
+    public var changed: Set<DeviceID>?
+    /// Where each device is in `devices`, when the repository keeps it (nil:
+    /// not given; ``record(_:)`` then searches).
+    public var positions: [DeviceID: Int]?
 
-    public init(availability: Availability, scanning: Bool = false, devices: [DeviceRecord] = []) {
+    public init(availability: Availability, scanning: Bool = false, devices: [DeviceRecord] = [],
+                version: UInt64 = 0, changed: Set<DeviceID>? = nil, positions: [DeviceID: Int]? = nil) {
+        self.version = version
         self.availability = availability
         self.scanning = scanning
         self.devices = devices
+        self.changed = changed
+        self.positions = positions
+    }
+
+    /// The record of `id`: O(1) with positions, a search without.
+    public func record(_ id: DeviceID) -> DeviceRecord? {
+        if let positions {
+            guard let i = positions[id], i < devices.count, devices[i].id == id else { return nil }
+            return devices[i]
+        }
+        return devices.first { $0.id == id }
+    }
+
+    /// The devices that changed since `previous` (a snapshot this consumer
+    /// saw), or nil when that is not known and everything must be looked at.
+    public func changes(since previous: UInt64?) -> Set<DeviceID>? {
+        guard let previous, version != 0, version == previous &+ 1 else { return nil }
+        return changed
     }
 }
 

@@ -18,10 +18,19 @@ public final class ReadingRecorder: Sendable {
         let failure = self.failure
         task = Task {
             var previous: [DeviceID: [Reading]] = [:]
+            var version: UInt64?
             for await snapshot in snapshots {
                 let wanted = watched()
                 var changed: [DeviceRecord] = []
-                for device in snapshot.devices where !device.readings.isEmpty && !device.remembered {
+                // Only the devices that changed, when this recorder saw the snapshot before.
+                let candidates: [DeviceRecord]
+                if let ids = snapshot.changes(since: version) {
+                    candidates = ids.compactMap { snapshot.record($0) }
+                } else {
+                    candidates = snapshot.devices
+                }
+                version = snapshot.version
+                for device in candidates where !device.readings.isEmpty && !device.remembered {
                     if let wanted, !wanted.contains(device.id.address) { continue }
                     guard previous[device.id] != device.readings else { continue }
                     changed.append(device)

@@ -90,6 +90,10 @@ public final class DeviceListPresenter: Presenter {
         public var sort: Sort = .rssi
         /// The formats present in the list, for the format filter.
         public var formats: [String] = []
+        /// The rows added, changed or removed since the previous state (nil:
+        /// any may have; a front end then looks at all). Lets the gateway's
+        /// planner and a renderer do O(changed) work per state.
+        public var changedRows: Set<DeviceID>?
         public init() {}
     }
 
@@ -183,7 +187,9 @@ public final class DeviceListPresenter: Presenter {
         case let .deviceSelected(id):
             navigator.push(.deviceDetail(id))
         case let .repositoryChanged(snapshot):
+            let previous = latest.value
             latest.value = snapshot
+            if let previous, updateIncrementally(from: previous, to: snapshot) { return }
             update { s in
                 switch s.scan {
                 case .starting, .stopping: break
@@ -204,20 +210,107 @@ public final class DeviceListPresenter: Presenter {
         let time = now()
         let expiry = self.expiry
         let watches = latest.watches
+        let latest = self.latest
         store.update { s in
             change(&s)
+            s.changedRows = nil
+            latest.sorted = nil
             guard let snapshot else { return }
             if let reason = snapshot.availability.reason {
                 s.devices = .unavailable(reason)
                 s.formats = []
             } else {
-                s.devices = .loaded(DeviceListPresenter.rows(snapshot.devices, filter: s.filter, sort: s.sort, now: time,
-                                                            expiry: expiry, watches: watches))
-                s.formats = Array(Set(snapshot.devices.compactMap(\.format))).sorted()
+                let sorted = DeviceListPresenter.kept(snapshot.devices, filter: s.filter, sort: s.sort, now: time,
+                                                      expiry: expiry, watches: watches)
+                s.devices = .loaded(sorted.map { DeviceListPresenter.row($0, now: time, expiry: expiry, watches: watches) })
+                latest.sorted = sorted
+                latest.formatCounts = snapshot.devices.reduce(into: [:]) { counts, d in if let f = d.format { counts[f, default: 0] += 1 } }
+                s.formats = latest.formatCounts.keys.sorted()
             }
         }
         if let snapshot, snapshot.availability == .available {
             schedule(DeviceListPresenter.nextTransition(snapshot.devices, after: time, expiry: expiry), now: time)
+        }
+    }
+
+    /// The rows for a snapshot that differs from the one before it only in
+    /// the records it names: each changed device leaves its place (found by
+    /// binary search on its previous record) and, if the filter keeps it,
+    /// goes to its new one — O(changed × log devices), not a filter and sort
+    /// of every device. False when that does not apply (a snapshot missed,
+    /// availability or scanning changed, no rows yet): the caller then
+    /// rebuilds everything.
+    private func updateIncrementally(from previous: DeviceListSnapshot, to snapshot: DeviceListSnapshot) -> Bool {
+        guard let ids = snapshot.changes(since: previous.version), snapshot.positions != nil,
+              snapshot.availability == .available, previous.availability == .available,
+              snapshot.scanning == previous.scanning, var sorted = latest.sorted else { return false }
+        let time = now()
+        let expiry = self.expiry
+        let watches = latest.watches
+        let state = store.state
+        guard case var .loaded(rows) = state.devices, rows.count == sorted.count else { return false }
+        let sort = state.sort
+        let filter = state.filter
+        let needle = filter.text.lowercased()
+        var formatsChanged = false
+        var earliest: Date?
+        for id in ids {
+            guard let record = snapshot.record(id), let old = previous.record(id) else { return false }
+            if old.format != record.format {
+                formatsChanged = true
+                if let f = old.format { latest.formatCounts[f, default: 1] -= 1; if latest.formatCounts[f] == 0 { latest.formatCounts[f] = nil } }
+                if let f = record.format { latest.formatCounts[f, default: 0] += 1 }
+            }
+            // Out of its old place, if it had one.
+            let at = Self.insertionIndex(of: old, in: sorted, sort: sort)
+            if at < sorted.count, sorted[at].id == id {
+                sorted.remove(at: at)
+                rows.remove(at: at)
+            } else if Self.keeps(old, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
+                return false   // it should have been there: rebuild
+            }
+            // Into its new place, if the filter keeps it.
+            if Self.keeps(record, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
+                let to = Self.insertionIndex(of: record, in: sorted, sort: sort)
+                sorted.insert(record, at: to)
+                rows.insert(Self.row(record, now: time, expiry: expiry, watches: watches), at: to)
+            }
+            if let seen = record.lastSeen {
+                for limit in [expiry.staleAfter, expiry.removeAfter].compactMap({ $0 }) {
+                    let t = seen.addingTimeInterval(limit)
+                    if t > time, earliest.map({ t < $0 }) ?? true { earliest = t }
+                }
+            }
+        }
+        latest.sorted = sorted
+        let formats = formatsChanged ? latest.formatCounts.keys.sorted() : state.formats
+        store.update { s in
+            s.devices = .loaded(rows)
+            s.formats = formats
+            s.changedRows = ids
+        }
+        schedule(earliest, now: time)
+        return true
+    }
+
+    /// Where `record` goes in `sorted` (the first place whose record does
+    /// not come before it): binary search with the list's order.
+    static func insertionIndex(of record: DeviceRecord, in sorted: [DeviceRecord], sort: Sort) -> Int {
+        var low = 0, high = sorted.count
+        while low < high {
+            let mid = (low + high) / 2
+            if comesBefore(sorted[mid], record, sort: sort) { low = mid + 1 } else { high = mid }
+        }
+        return low
+    }
+
+    /// The list's order: strongest signal, name or most recent first, the
+    /// address breaking ties (so every device has one place).
+    static func comesBefore(_ a: DeviceRecord, _ b: DeviceRecord, sort: Sort) -> Bool {
+        switch sort {
+        case .rssi: return (a.rssi ?? Int16.min, b.id.address) > (b.rssi ?? Int16.min, a.id.address)
+        case .name: return ((a.name ?? "~").lowercased(), a.id.address) < ((b.name ?? "~").lowercased(), b.id.address)
+        case .lastSeen: return (a.lastSeen ?? .distantPast, b.id.address) > (b.lastSeen ?? .distantPast, a.id.address)
         }
     }
 
@@ -256,41 +349,52 @@ public final class DeviceListPresenter: Presenter {
     /// Pure: the rows for a list of devices (exposed for front ends' previews).
     public static func rows(_ devices: [DeviceRecord], filter: Filter, sort: Sort, now: Date, expiry: Expiry = Expiry(),
                             watches: [BluetoothAddress: ConnectionStatus] = [:]) -> [Row] {
+        kept(devices, filter: filter, sort: sort, now: now, expiry: expiry, watches: watches)
+            .map { row($0, now: now, expiry: expiry, watches: watches) }
+    }
+
+    /// The records the filter keeps, in the list's order.
+    static func kept(_ devices: [DeviceRecord], filter: Filter, sort: Sort, now: Date, expiry: Expiry,
+                     watches: [BluetoothAddress: ConnectionStatus]) -> [DeviceRecord] {
         let needle = filter.text.lowercased()
-        let kept = devices.filter { d in
-            let watch = watches[d.id.address]
-            if let removeAfter = expiry.removeAfter, let seen = d.lastSeen, now.timeIntervalSince(seen) > removeAfter,
-               !d.paired, !d.connected, watch == nil {
-                return false
-            }
-            if filter.namedOnly && d.name == nil { return false }
-            if filter.watchedOnly && watch == nil { return false }
-            if let format = filter.format, d.format != format { return false }
-            if let min = filter.minimumRSSI, (d.rssi ?? Int16.min) < min { return false }
-            if !needle.isEmpty {
-                let hay = [d.name ?? "", d.id.address.description, d.format ?? ""].joined(separator: " ").lowercased()
-                if !hay.contains(needle) { return false }
-            }
-            return true
+        return devices.filter { keeps($0, filter: filter, needle: needle, now: now, expiry: expiry, watches: watches) }
+            .sorted { comesBefore($0, $1, sort: sort) }
+    }
+
+    /// Whether the list shows `d` (`needle`: the filter text, lowercased).
+    static func keeps(_ d: DeviceRecord, filter: Filter, needle: String, now: Date, expiry: Expiry,
+                      watches: [BluetoothAddress: ConnectionStatus]) -> Bool {
+        let watch = watches[d.id.address]
+        if let removeAfter = expiry.removeAfter, let seen = d.lastSeen, now.timeIntervalSince(seen) > removeAfter,
+           !d.paired, !d.connected, watch == nil {
+            return false
         }
-        let sorted: [DeviceRecord]
-        switch sort {
-        case .rssi: sorted = kept.sorted { ($0.rssi ?? Int16.min, $1.id.address) > ($1.rssi ?? Int16.min, $0.id.address) }
-        case .name: sorted = kept.sorted { (($0.name ?? "~").lowercased(), $0.id.address) < (($1.name ?? "~").lowercased(), $1.id.address) }
-        case .lastSeen: sorted = kept.sorted { ($0.lastSeen ?? .distantPast, $1.id.address) > ($1.lastSeen ?? .distantPast, $0.id.address) }
+        if filter.namedOnly && d.name == nil { return false }
+        if filter.watchedOnly && watch == nil { return false }
+        if let format = filter.format, d.format != format { return false }
+        if let min = filter.minimumRSSI, (d.rssi ?? Int16.min) < min { return false }
+        if !needle.isEmpty {
+            let hay = [d.name ?? "", d.id.address.description, d.format ?? ""].joined(separator: " ").lowercased()
+            if !hay.contains(needle) { return false }
         }
-        return sorted.map { d in
-            Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format, readings: d.readings,
-                paired: d.paired, trusted: d.trusted, connected: d.connected, lastSeen: d.lastSeen,
-                stale: d.lastSeen.map { now.timeIntervalSince($0) > expiry.staleAfter } ?? false,
-                watch: watches[d.id.address])
-        }
+        return true
+    }
+
+    static func row(_ d: DeviceRecord, now: Date, expiry: Expiry, watches: [BluetoothAddress: ConnectionStatus]) -> Row {
+        Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format, readings: d.readings,
+            paired: d.paired, trusted: d.trusted, connected: d.connected, lastSeen: d.lastSeen,
+            stale: d.lastSeen.map { now.timeIntervalSince($0) > expiry.staleAfter } ?? false,
+            watch: watches[d.id.address])
     }
 }
 
 /// The last repository snapshot, touched only by the action queue's task.
 private final class LatestSnapshot: @unchecked Sendable {
     var value: DeviceListSnapshot?
+    /// The records behind the rows now shown, in the same order (nil: to be rebuilt).
+    var sorted: [DeviceRecord]?
+    /// How many records of each format the snapshot has (the format filter's choices).
+    var formatCounts: [String: Int] = [:]
     var watches: [BluetoothAddress: ConnectionStatus] = [:]
     var timer: Task<Void, Never>?
     var timerDeadline: Date?

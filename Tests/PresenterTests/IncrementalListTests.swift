@@ -1,0 +1,138 @@
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+import BLEParsing
+import BlueZ
+import Domain
+@testable import Presenters
+
+/// The device list updated per changed device must be exactly what a full
+/// filter and sort of the snapshot gives: checked after every one of many
+/// random keyed changes, under every sort order and with a filter.
+@Suite(.timeLimit(.minutes(2))) struct IncrementalListTests {
+    let hci0 = AdapterID(path: "/org/bluez/hci0")
+    typealias P = DeviceListPresenter
+
+    /// A small deterministic generator (SplitMix64): the same run every time.
+    struct Random {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    }
+
+    func device(_ n: Int, _ random: inout Random, at now: Date) -> DeviceRecord {
+        let address = try! BluetoothAddress(String(format: "AA:BB:CC:%02X:%02X:%02X", (n >> 16) & 0xFF, (n >> 8) & 0xFF, n & 0xFF))
+        let names = [nil, "Ruuvi", "ruuvi", "Polar H10", "ATC_1234", "Z"]
+        let formats = [nil, "ruuvi", "bthome", "ibeacon"]
+        return DeviceRecord(id: DeviceID(adapter: hci0, address: address), name: names[random.below(names.count)],
+                            rssi: random.below(8) == 0 ? nil : Int16(-100 + random.below(70)),
+                            format: formats[random.below(formats.count)],
+                            readings: [Reading(kind: .temperature, value: .number(Double(random.below(400)) / 10), unit: "°C")],
+                            lastSeen: now.addingTimeInterval(-Double(random.below(200))))
+    }
+
+    @Test(arguments: [P.Sort.rssi, .name, .lastSeen], [P.Filter(), P.Filter(text: "ruuvi"), P.Filter(minimumRSSI: -70, format: "bthome")])
+    func keyedChangesGiveTheSameRowsAsAFullRebuild(sort: P.Sort, filter: P.Filter) async throws {
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        var random = Random(state: 42)
+        var devices = (0..<120).map { device($0, &random, at: start) }
+        let positions = Dictionary(uniqueKeysWithValues: devices.enumerated().map { ($1.id, $0) })
+        let repo = FakeDeviceRepository()
+        let presenter = P(repository: repo, navigator: Navigator(), sleeper: ManualSleeper(), now: { start })
+        let expiry = P.Expiry()
+        var version: UInt64 = 1
+        repo.emit(DeviceListSnapshot(availability: .available, devices: devices, version: version, positions: positions))
+        presenter.send(.sortChanged(sort))
+        if filter.text != "" { presenter.send(.filterTextChanged(filter.text)) }
+        if filter.minimumRSSI != nil { presenter.send(.minimumRSSIChanged(filter.minimumRSSI)) }
+        if filter.format != nil { presenter.send(.formatFilterChanged(filter.format)) }
+        #expect(await waitFor(presenter) { $0.sort == sort && $0.filter == filter && $0.devices != .loading })
+
+        var incremental = 0
+        for round in 0..<150 {
+            // 1 to 5 devices change: signal, name, format or when they were seen.
+            var changed: Set<DeviceID> = []
+            for _ in 0..<(1 + random.below(5)) {
+                let i = random.below(devices.count)
+                var fresh = device(i, &random, at: start)
+                if random.below(3) == 0 { fresh.rssi = devices[i].rssi }   // also changes that keep the order
+                devices[i] = fresh
+                changed.insert(fresh.id)
+            }
+            version += 1
+            repo.emit(DeviceListSnapshot(availability: .available, devices: devices, version: version, changed: changed, positions: positions))
+            let expected = P.rows(devices, filter: filter, sort: sort, now: start, expiry: expiry)
+            let formats = Array(Set(devices.compactMap(\.format))).sorted()
+            let settled = await waitFor(presenter) { $0.devices == .loaded(expected) && $0.formats == formats }
+            #expect(settled, "round \(round): rows differ from a full rebuild")
+            if !settled { return }
+            if presenter.state.changedRows == changed { incremental += 1 }
+        }
+        #expect(incremental > 100, "most rounds were applied per device (\(incremental) of 150)")
+
+        // A missed snapshot (version jumps) is rebuilt whole, and says so.
+        version += 2
+        devices[0].rssi = 10
+        repo.emit(DeviceListSnapshot(availability: .available, devices: devices, version: version, changed: [devices[0].id], positions: positions))
+        let expected = P.rows(devices, filter: filter, sort: sort, now: start, expiry: expiry)
+        #expect(await waitFor(presenter) { $0.devices == .loaded(expected) })
+        #expect(presenter.state.changedRows == nil)
+    }
+}
+
+/// The real repository over the simulator: a flood of advertisements becomes
+/// a few snapshots (at most one per publish interval), each naming what
+/// changed, the last one holding every device's latest advertisement.
+@Suite(.timeLimit(.minutes(1))) struct RepositoryCoalescingTests {
+    final class Snapshots: Sendable {
+        let all = Mutex<[DeviceListSnapshot]>([])
+    }
+
+    @Test func aFloodIsCoalescedPerDeviceAndTheLatestWins() async throws {
+        let sim = try await Simulated.start("demo-home.json")
+        defer { sim.bus.stop() }
+        let repository = BlueZDeviceRepository(client: sim.client, publishInterval: .milliseconds(200))
+        try await repository.setScanning(true)
+        let listed = await first(repository.snapshots(), within: 15) { $0.devices.count >= 9 }
+        #expect(listed != nil)
+
+        let seen = Snapshots()
+        let stream = repository.snapshots()
+        let collector = Task { for await s in stream { seen.all.withLock { $0.append(s) } } }
+        let before = repository.statistics
+        await sim.simulator.floodAdvertisements(count: 2_000)
+        // Every device's record catches up with what the mirror holds now (the trailing snapshot).
+        let mirror = sim.client.mirror
+        let caughtUp = await first(repository.snapshots(), within: 10) { snapshot in
+            let latest = mirror.snapshot()
+            return snapshot.devices.allSatisfy { d in latest.devices[d.id].map { $0.rssi == d.rssi } ?? true }
+                && sim.client.mirror.appliedChanges > 0
+        }
+        #expect(caughtUp != nil, "the last advertisement of every device was published")
+        try await Task.sleep(for: .milliseconds(300))
+        collector.cancel()
+
+        let after = repository.statistics
+        let snapshots = seen.all.withLock { $0 }
+        let advertisements = after.advertisements - before.advertisements
+        #expect(advertisements >= 1_000, "the repository saw the flood (\(advertisements))")
+        #expect(snapshots.count < 200, "\(snapshots.count) snapshots for \(advertisements) advertisements: coalesced")
+        #expect(after.coalesced > before.coalesced, "coalescing is counted")
+        let versions = snapshots.map(\.version)
+        #expect(versions == versions.sorted() && Set(versions).count == versions.count, "versions only increase")
+        // Consecutive snapshots name what changed between them.
+        for (a, b) in zip(snapshots, snapshots.dropFirst()) where b.version == a.version + 1 {
+            guard let changed = b.changed else { continue }
+            for d in b.devices where !changed.contains(d.id) {
+                #expect(a.record(d.id) == d, "\(d.id.address) changed without being named")
+            }
+        }
+    }
+}
