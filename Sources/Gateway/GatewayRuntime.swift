@@ -322,7 +322,9 @@ public final class GatewayRuntime: Sendable {
         let timer = Task { [weak self] in await self?.timerLoop() }
         defer { timer.cancel() }
         for await state in states {
-            let messages = await loop.listChanged(state.devices, now: Date())
+            // Every state reaches this loop (a presenter's states are not
+            // dropped), so its changed rows are relative to the one before.
+            let messages = await loop.listChanged(state.devices, changed: state.changedRows.map { Set($0.map(\.address)) }, now: Date())
             enqueue(messages)
         }
     }
@@ -591,17 +593,18 @@ actor PublishingLoop {
 
     init(planner: PublishPlanner) { self.planner = planner }
 
-    func listChanged(_ list: Loadable<[DeviceListPresenter.Row]>, now: Date) -> [OutgoingMessage] {
+    func listChanged(_ list: Loadable<[DeviceListPresenter.Row]>, changed: Set<BluetoothAddress>?, now: Date) -> [OutgoingMessage] {
         guard !stopped else { return [] }
         lastList = list
-        let out = planner.update(list, gatt: gatt, now: now)
+        let out = planner.update(list, changed: changed, gatt: gatt, now: now)
         deadline.update { $0 = planner.nextDeadline }
         return out
     }
 
     func gattChanged(_ address: BluetoothAddress, readings: [Reading], now: Date) -> [OutgoingMessage] {
         gatt[address] = readings.isEmpty ? nil : readings
-        return listChanged(lastList, now: now)
+        // The same rows; only this device's GATT readings are new.
+        return listChanged(lastList, changed: [address], now: now)
     }
 
     func tick(now: Date) -> [OutgoingMessage] {

@@ -89,84 +89,124 @@ public struct PublishPlanner: Sendable {
 
     public init(options: Options) { self.options = options }
 
+    /// When each online device next has something due (a held-back change,
+    /// a heartbeat): kept beside `devices` so ``tick(now:)`` and
+    /// ``nextDeadline`` read dates, not every device's record.
+    private var dueAt: [BluetoothAddress: Date] = [:]
+    /// The last list state was loaded (rows known): a keyed update may follow it.
+    private var listLoaded = false
+
     /// A new device-list state. `gatt`: readings from watched devices'
-    /// subscribed characteristics, merged into their state.
-    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>, gatt: [BluetoothAddress: [Reading]] = [:],
-                                now: Date) -> [OutgoingMessage] {
+    /// subscribed characteristics, merged into their state. `changed`: the
+    /// devices whose rows differ from the previous state's (the list
+    /// presenter's `changedRows`); only they are looked at. nil: every row is.
+    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>, changed: Set<BluetoothAddress>? = nil,
+                                gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
         var out: [OutgoingMessage] = []
         guard case let .loaded(rows) = list else {
             if case .loading = list { return [] }
             // bluetoothd gone, no adapter, adapter off: nothing is heard.
             bluetoothAvailable = false
+            listLoaded = false
             for address in devices.compactMap({ $0.value.online ? $0.key : nil }).sorted() {
-                devices[address]?.online = false
-                out.append(options.topics.deviceAvailabilityMessage(address, online: false))
+                setOffline(address, &out)
             }
             return out
         }
         bluetoothAvailable = true
-        var listed: Set<BluetoothAddress> = []
-        for row in rows {
-            let address = row.id.address
-            let extra = gatt[address] ?? []
-            guard options.selection.includes(address, decodable: row.format != nil || !extra.isEmpty) else { continue }
-            listed.insert(address)
-            var device: Published
-            /// Name, format or readings changed (or the device is new).
-            var contentChanged = true
-            if var known = devices[address] {
-                if known.source != row || known.sourceGATT != extra {
-                    known.record = Self.record(row, extra: extra)
-                    contentChanged = known.source.map { !Self.sameContent($0, row) } ?? true || known.sourceGATT != extra
-                    if contentChanged { known.content = Self.content(known.record) }
-                } else {
-                    contentChanged = false
-                }
-                device = known
-            } else {
-                let record = Self.record(row, extra: extra)
-                device = Published(record: record)
-                device.content = Self.content(record)
+        if let changed, listLoaded {
+            // Keyed: only the changed rows; a changed device without a row left the list.
+            var present: Set<BluetoothAddress> = []
+            for i in rows.indices where changed.contains(rows[i].id.address) {
+                present.insert(rows[i].id.address)
+                consider(rows[i], gatt: gatt, now: now, &out)
             }
-            device.source = row
-            device.sourceGATT = extra
-            if row.stale {
-                if device.online {
-                    device.online = false
-                    out.append(options.topics.deviceAvailabilityMessage(address, online: false))
-                }
-                devices[address] = device
-                continue
+            for address in changed.subtracting(present).sorted() where devices[address]?.online == true {
+                setOffline(address, &out)
             }
-            if options.discovery, contentChanged || device.discoveryKeys == nil {
-                let keys = ReadingKey.published(device.record.readings).map(\.key)
-                if device.discoveryKeys != keys {
-                    out.append(contentsOf: HomeAssistantDiscovery.messages(for: device.record, topics: options.topics))
-                    device.discoveryKeys = keys
-                }
-            }
-            if !device.online {
-                device.online = true
-                out.append(options.topics.deviceAvailabilityMessage(address, online: true))
-                out.append(publish(&device, now: now))
-            } else if device.sentContent != device.content {
-                if let last = device.lastPublished, now.timeIntervalSince(last) < options.policy.minInterval {
-                    device.pending = true
-                } else {
-                    out.append(publish(&device, now: now))
-                }
-            } else {
-                device.pending = false
-            }
-            devices[address] = device
+        } else {
+            var listed: Set<BluetoothAddress> = []
+            for row in rows where consider(row, gatt: gatt, now: now, &out) { listed.insert(row.id.address) }
+            let gone = devices.compactMap { $0.value.online && !listed.contains($0.key) ? $0.key : nil }
+            for address in gone.sorted() { setOffline(address, &out) }
         }
-        let gone = devices.compactMap { $0.value.online && !listed.contains($0.key) ? $0.key : nil }
-        for address in gone.sorted() {
-            devices[address]?.online = false
-            out.append(options.topics.deviceAvailabilityMessage(address, online: false))
-        }
+        listLoaded = true
         out.append(contentsOf: tick(now: now))
         return out
+    }
+
+    /// One row: the device's record, online/offline, its discovery configs and
+    /// state as the rules say. True when the selection includes it (listed).
+    @discardableResult
+    private mutating func consider(_ row: DeviceListPresenter.Row, gatt: [BluetoothAddress: [Reading]], now: Date,
+                                   _ out: inout [OutgoingMessage]) -> Bool {
+        let address = row.id.address
+        let extra = gatt[address] ?? []
+        guard options.selection.includes(address, decodable: row.format != nil || !extra.isEmpty) else {
+            if devices[address]?.online == true { setOffline(address, &out) }
+            return false
+        }
+        var device: Published
+        /// Name, format or readings changed (or the device is new).
+        var contentChanged = true
+        if var known = devices[address] {
+            if known.source != row || known.sourceGATT != extra {
+                known.record = Self.record(row, extra: extra)
+                contentChanged = known.source.map { !Self.sameContent($0, row) } ?? true || known.sourceGATT != extra
+                if contentChanged { known.content = Self.content(known.record) }
+            } else {
+                contentChanged = false
+            }
+            device = known
+        } else {
+            let record = Self.record(row, extra: extra)
+            device = Published(record: record)
+            device.content = Self.content(record)
+        }
+        device.source = row
+        device.sourceGATT = extra
+        if row.stale {
+            if device.online {
+                device.online = false
+                out.append(options.topics.deviceAvailabilityMessage(address, online: false))
+            }
+            store(device, at: address)
+            return true
+        }
+        if options.discovery, contentChanged || device.discoveryKeys == nil {
+            let keys = ReadingKey.published(device.record.readings).map(\.key)
+            if device.discoveryKeys != keys {
+                out.append(contentsOf: HomeAssistantDiscovery.messages(for: device.record, topics: options.topics))
+                device.discoveryKeys = keys
+            }
+        }
+        if !device.online {
+            device.online = true
+            out.append(options.topics.deviceAvailabilityMessage(address, online: true))
+            out.append(publish(&device, now: now))
+        } else if device.sentContent != device.content {
+            if let last = device.lastPublished, now.timeIntervalSince(last) < options.policy.minInterval {
+                device.pending = true
+            } else {
+                out.append(publish(&device, now: now))
+            }
+        } else {
+            device.pending = false
+        }
+        store(device, at: address)
+        return true
+    }
+
+    /// Keeps `device` and its due time.
+    private mutating func store(_ device: Published, at address: BluetoothAddress) {
+        devices[address] = device
+        dueAt[address] = device.online ? Self.due(device, policy: options.policy) : nil
+    }
+
+    private mutating func setOffline(_ address: BluetoothAddress, _ out: inout [OutgoingMessage]) {
+        devices[address]?.online = false
+        dueAt[address] = nil
+        out.append(options.topics.deviceAvailabilityMessage(address, online: false))
     }
 
     /// Publications that became due by `now`: changes held back by the
@@ -174,22 +214,17 @@ public struct PublishPlanner: Sendable {
     public mutating func tick(now: Date) -> [OutgoingMessage] {
         var out: [OutgoingMessage] = []
         // Only the due ones are sorted (this runs after every list state).
-        let due = devices.compactMap { entry -> BluetoothAddress? in
-            guard entry.value.online, let at = Self.due(entry.value, policy: options.policy), at <= now else { return nil }
-            return entry.key
-        }
+        let due = dueAt.compactMap { $0.value <= now ? $0.key : nil }
         for address in due.sorted() {
-            guard var device = devices[address] else { continue }
+            guard var device = devices[address], device.online else { continue }
             out.append(publish(&device, now: now))
-            devices[address] = device
+            store(device, at: address)
         }
         return out
     }
 
     /// When ``tick(now:)`` next has something to do (nil: only a new list state can change anything).
-    public var nextDeadline: Date? {
-        devices.values.filter(\.online).compactMap { Self.due($0, policy: options.policy) }.min()
-    }
+    public var nextDeadline: Date? { dueAt.values.min() }
 
     /// The state messages of every online device, now (a reconnecting
     /// broker that lost nothing does not need them; a client asking for a

@@ -115,6 +115,57 @@ import Testing
         let out = p.update(.loaded([strap]), gatt: [a: [Reading(.heartRate, 72, unit: "bpm")]], now: t0)
         #expect(out.last?.text.contains("\"heart_rate\":72") == true)
     }
+
+    /// Keyed updates (only the rows that changed, as the list presenter says)
+    /// publish exactly what full updates of the same states publish, with
+    /// held-back changes, heartbeats, stale rows, rows that leave and return
+    /// and the selection in play; with the due times it leaves behind equal too.
+    /// Messages by device (the address in the topic), each device's in order.
+    /// (A held-back change of a device that did not change again comes from
+    /// the timer in a keyed update and from its row in a full one: the same
+    /// messages, in another order across devices.)
+    func perDevice(_ messages: [OutgoingMessage]) -> [String: [OutgoingMessage]] {
+        Dictionary(grouping: messages) { m in m.topic.split(separator: "/").first { $0.count == 12 && $0.hasPrefix("aa") }.map(String.init) ?? m.topic }
+    }
+
+    @Test func keyedUpdatesPublishWhatFullUpdatesPublish() throws {
+        var full = planner(PublishPolicy(minInterval: 5, heartbeat: 60), selection: .deny([try BluetoothAddress("AA:00:00:00:00:03")]))
+        var keyed = full
+        var seed: UInt64 = 7
+        func next(_ n: Int) -> Int {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((seed >> 33) % UInt64(n))
+        }
+        let addresses = (0..<12).map { String(format: "AA:00:00:00:00:%02X", $0) }
+        var rows: [String: DeviceListPresenter.Row] = [:]
+        for a in addresses { rows[a] = try row(a, temperature: 20) }
+        func list() -> [DeviceListPresenter.Row] { addresses.compactMap { rows[$0] } }
+        var now = t0
+        #expect(full.update(.loaded(list()), now: now) == keyed.update(.loaded(list()), now: now))
+        for round in 0..<400 {
+            now = now.addingTimeInterval(Double(next(4)))
+            var changed: Set<BluetoothAddress> = []
+            for _ in 0..<(1 + next(3)) {
+                let a = addresses[next(addresses.count)]
+                switch next(6) {
+                case 0: rows[a] = nil                                                         // leaves the list
+                case 1: rows[a] = try row(a, temperature: 20, stale: true)                   // turns stale
+                case 2: rows[a] = try row(a, temperature: nil, format: nil)                  // no longer decodable
+                case 3: rows[a] = try row(a, temperature: rows[a]?.readings.first.map { _ in 20 } ?? 20, rssi: Int16(-30 - next(60)))
+                default: rows[a] = try row(a, temperature: Double(next(40)))
+                }
+                changed.insert(try BluetoothAddress(a))
+            }
+            let a = perDevice(full.update(.loaded(list()), now: now))
+            let b = perDevice(keyed.update(.loaded(list()), changed: changed, now: now))
+            #expect(a == b, "round \(round): \(a.mapValues(kinds)) vs \(b.mapValues(kinds))")
+            #expect(full.nextDeadline == keyed.nextDeadline, "round \(round)")
+            if a != b { return }
+            // Between states, the timer.
+            if next(3) == 0 { now = now.addingTimeInterval(61); #expect(perDevice(full.tick(now: now)) == perDevice(keyed.tick(now: now))) }
+        }
+        #expect(full.devices == keyed.devices)
+    }
 }
 
 @Suite struct GatewayCommandParsingTests {
