@@ -6,6 +6,9 @@ import TerminalUI
 /// changed. It sleeps while nothing happens: no timers run unless something
 /// on screen moves (see `DashboardScreen.nextTickInterval`).
 public enum DashboardApp {
+    /// The shortest time between two frames: 30 frames per second.
+    public static let frameInterval: Duration = .milliseconds(33)
+
     /// Runs until the user quits or a terminating signal arrives. The
     /// terminal is restored before returning (and by the session itself on
     /// signals).
@@ -21,11 +24,18 @@ public enum DashboardApp {
             terminal.restore()
         }
         var size = terminal.size
+        let clock = ContinuousClock()
+        var lastDraw = clock.now
+        /// A `.frame` event is on its way (events since the last draw wait for it).
+        var frameScheduled = false
+        var frameTimer: Task<Void, Never>?
+        defer { frameTimer?.cancel() }
         func draw() {
             screen.lastHeight = size.height
             let buffer = DashboardContent.render(screen.view, width: size.width, height: size.height)
             let bytes = renderer.frame(buffer)
             if !bytes.isEmpty { terminal.write(bytes) }
+            lastDraw = clock.now
         }
         draw()
         screen.scheduleTick()
@@ -39,6 +49,8 @@ public enum DashboardApp {
                 renderer.invalidate()
             case .tick:
                 screen.tickFired()
+            case .frame:
+                frameScheduled = false
             default:
                 break
             }
@@ -50,7 +62,20 @@ public enum DashboardApp {
                 terminal.suspend()
                 continue
             }
-            draw()
+            // At most one frame per interval: an event right after a frame is
+            // drawn with whatever else arrives until the interval ends (a
+            // flood of list states costs one frame per interval); a key after
+            // a quiet spell is drawn at once.
+            if clock.now - lastDraw >= Self.frameInterval {
+                draw()
+            } else if !frameScheduled {
+                frameScheduled = true
+                let due = lastDraw + Self.frameInterval
+                frameTimer = Task {
+                    try? await Task.sleep(until: due, clock: .continuous)
+                    post(.frame)
+                }
+            }
             screen.scheduleTick()
         }
     }

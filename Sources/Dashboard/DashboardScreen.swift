@@ -45,6 +45,9 @@ public enum DashboardEvent: Sendable {
     case logEntries(EventLogSnapshot)
     /// Time passed (spinner frames, "last seen" ages, notice expiry).
     case tick
+    /// The end of a frame interval during which events were applied but not
+    /// drawn (the app loop's own; changes nothing on the screen's state).
+    case frame
 }
 
 /// The dashboard's Screen: owns the presenters and the view state that is
@@ -150,6 +153,8 @@ public final class DashboardScreen {
             lastLogID = max(lastLogID, snapshot.entries.last?.id ?? lastLogID)
         case .tick:
             view.spinner &+= 1
+        case .frame:
+            break
         }
         let now = view.now
         view.notices.removeAll { $0.expires <= now }

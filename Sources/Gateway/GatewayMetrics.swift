@@ -7,6 +7,8 @@ import Synchronization
 public final class GatewayMetrics: Sendable {
     public struct Values: Sendable, Equatable {
         public var advertisements: UInt64 = 0
+        /// Advertisements folded into a later one of the same device before publication (overload: latest wins).
+        public var advertisementsCoalesced: UInt64 = 0
         public var advertisementsPerSecond: Double = 0
         public var decodeErrors: [String: UInt64] = [:]
         public var connections: UInt64 = 0
@@ -67,6 +69,9 @@ public final class GatewayMetrics: Sendable {
         }
         metric("blecompanion_advertisements_total", "counter", "Advertisement events received from bluetoothd.",
                [("", "\(v.advertisements)")])
+        metric("blecompanion_advertisements_coalesced_total", "counter",
+               "Advertisements replaced by a later one of the same device before they were processed (the latest wins).",
+               [("", "\(v.advertisementsCoalesced)")])
         metric("blecompanion_advertisements_per_second", "gauge", "Advertisement events per second over the last minute.",
                [("", Self.number(v.advertisementsPerSecond))])
         metric("blecompanion_decode_errors_total", "counter",

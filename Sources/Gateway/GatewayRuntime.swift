@@ -140,6 +140,7 @@ public final class GatewayRuntime: Sendable {
             $0.queueDepth = depth
             $0.queueDropped = dropped
             $0.decodeErrors = stats.decodeErrors
+            $0.advertisementsCoalesced = stats.coalesced
             if let publisher { $0.published = publisher.publishedCount }
         }
     }
@@ -467,6 +468,7 @@ public final class GatewayRuntime: Sendable {
                     metrics.recordAdvertisements(stats.advertisements, at: Date())
                     metrics.update {
                         $0.decodeErrors = stats.decodeErrors
+                        $0.advertisementsCoalesced = stats.coalesced
                         $0.bluetoothdAvailable = snapshot.availability == .available
                     }
                     let online = await loop.onlineCount()
@@ -621,7 +623,7 @@ actor PublishingLoop {
         return planner.update(.unavailable("gateway stopping"), now: Date())
     }
 
-    func onlineCount() -> Int { planner.devices.values.filter(\.online).count }
+    func onlineCount() -> Int { planner.onlineAddresses.count }
 
     func snapshot() -> [PublishPlanner.Published] { planner.devices.values.sorted { $0.record.id.address < $1.record.id.address } }
 

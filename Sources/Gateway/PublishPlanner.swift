@@ -95,6 +95,9 @@ public struct PublishPlanner: Sendable {
     private var dueAt: [BluetoothAddress: Date] = [:]
     /// The last list state was loaded (rows known): a keyed update may follow it.
     private var listLoaded = false
+    /// The devices online now (kept with `devices`, so counting or listing
+    /// them does not copy every device's record).
+    public private(set) var onlineAddresses: Set<BluetoothAddress> = []
 
     /// A new device-list state. `gatt`: readings from watched devices'
     /// subscribed characteristics, merged into their state. `changed`: the
@@ -108,9 +111,7 @@ public struct PublishPlanner: Sendable {
             // bluetoothd gone, no adapter, adapter off: nothing is heard.
             bluetoothAvailable = false
             listLoaded = false
-            for address in devices.compactMap({ $0.value.online ? $0.key : nil }).sorted() {
-                setOffline(address, &out)
-            }
+            for address in onlineAddresses.sorted() { setOffline(address, &out) }
             return out
         }
         bluetoothAvailable = true
@@ -121,14 +122,13 @@ public struct PublishPlanner: Sendable {
                 present.insert(rows[i].id.address)
                 consider(rows[i], gatt: gatt, now: now, &out)
             }
-            for address in changed.subtracting(present).sorted() where devices[address]?.online == true {
+            for address in changed.subtracting(present).sorted() where onlineAddresses.contains(address) {
                 setOffline(address, &out)
             }
         } else {
             var listed: Set<BluetoothAddress> = []
             for row in rows where consider(row, gatt: gatt, now: now, &out) { listed.insert(row.id.address) }
-            let gone = devices.compactMap { $0.value.online && !listed.contains($0.key) ? $0.key : nil }
-            for address in gone.sorted() { setOffline(address, &out) }
+            for address in onlineAddresses.subtracting(listed).sorted() { setOffline(address, &out) }
         }
         listLoaded = true
         out.append(contentsOf: tick(now: now))
@@ -143,7 +143,7 @@ public struct PublishPlanner: Sendable {
         let address = row.id.address
         let extra = gatt[address] ?? []
         guard options.selection.includes(address, decodable: row.format != nil || !extra.isEmpty) else {
-            if devices[address]?.online == true { setOffline(address, &out) }
+            if onlineAddresses.contains(address) { setOffline(address, &out) }
             return false
         }
         var device: Published
@@ -201,11 +201,13 @@ public struct PublishPlanner: Sendable {
     private mutating func store(_ device: Published, at address: BluetoothAddress) {
         devices[address] = device
         dueAt[address] = device.online ? Self.due(device, policy: options.policy) : nil
+        if device.online { onlineAddresses.insert(address) } else { onlineAddresses.remove(address) }
     }
 
     private mutating func setOffline(_ address: BluetoothAddress, _ out: inout [OutgoingMessage]) {
         devices[address]?.online = false
         dueAt[address] = nil
+        onlineAddresses.remove(address)
         out.append(options.topics.deviceAvailabilityMessage(address, online: false))
     }
 

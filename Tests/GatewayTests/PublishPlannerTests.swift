@@ -165,6 +165,8 @@ import Testing
             if next(3) == 0 { now = now.addingTimeInterval(61); #expect(perDevice(full.tick(now: now)) == perDevice(keyed.tick(now: now))) }
         }
         #expect(full.devices == keyed.devices)
+        #expect(full.onlineAddresses == keyed.onlineAddresses)
+        #expect(full.onlineAddresses == Set(full.devices.filter { $0.value.online }.keys), "the online set follows the devices")
     }
 }
 
