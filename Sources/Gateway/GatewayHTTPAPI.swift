@@ -27,7 +27,7 @@ struct GatewayHTTPAPI: Sendable {
 
     var handler: HTTPServer.Handler {
         var router = Router()
-        router.get("/healthz") { _ in await health() }
+        router.get("/healthz") { _ in health() }
         router.get("/metrics") { _ in metrics() }
         router.get("/api/devices") { _ in await deviceList() }
         router.get("/api/devices/:address") { request in await device(request) }
@@ -46,7 +46,17 @@ struct GatewayHTTPAPI: Sendable {
 
     // MARK: - Endpoints
 
-    func health() async -> HTTPResponse {
+    /// `/healthz` on the connection's thread (see ``HTTPServer/ImmediateHandler``):
+    /// it reads counters under locks and never waits for the cooperative
+    /// pool, which an advertisement flood may keep busy.
+    var immediate: HTTPServer.ImmediateHandler {
+        { request in
+            guard request.path == "/healthz", request.method == "GET" || request.method == "HEAD" else { return nil }
+            return health()
+        }
+    }
+
+    func health() -> HTTPResponse {
         runtime.refreshMetrics()
         let m = runtime.metrics.current
         let ok = m.bluetoothdAvailable
@@ -291,7 +301,7 @@ extension GatewayRuntime {
         }
         let api = GatewayHTTPAPI(runtime: self, token: http.token)
         do {
-            let server = try HTTPServer.start(host: http.host, port: http.port, handler: api.handler)
+            let server = try HTTPServer.start(host: http.host, port: http.port, immediate: api.immediate, handler: api.handler)
             setHTTPServer(server)
             logger.info("HTTP API on \(server.address)")
         } catch {

@@ -161,6 +161,7 @@ final class Connection {
     /// The handler's response, or nil when the server stops meanwhile (the
     /// handler is cancelled and waited for; nothing is written).
     private func respond(to request: HTTPRequest) -> HTTPResponse? {
+        if let immediate = core.immediate, let response = immediate(request) { return response }
         guard let slot = ResponseSlot() else {
             return .text(status: .serviceUnavailable, "server out of file descriptors\n")
         }

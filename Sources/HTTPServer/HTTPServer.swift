@@ -38,6 +38,11 @@ public struct HTTPServerError: Error, Sendable, Equatable, CustomStringConvertib
 /// stream terminates and its producer learns it through `onTermination`.
 public final class HTTPServer: Sendable {
     public typealias Handler = @Sendable (HTTPRequest) async -> HTTPResponse
+    /// Answers a request on the connection's own thread, without Swift's
+    /// cooperative pool, or returns nil to leave it to the `Handler`. For
+    /// what must answer when the pool is busy (a health check under
+    /// overload); it must not block.
+    public typealias ImmediateHandler = @Sendable (HTTPRequest) -> HTTPResponse?
 
     public struct Configuration: Sendable {
         /// Connections served at once.
@@ -77,6 +82,7 @@ public final class HTTPServer: Sendable {
         host: String,
         port: Int,
         configuration: Configuration = Configuration(),
+        immediate: ImmediateHandler? = nil,
         handler: @escaping Handler
     ) throws(HTTPServerError) -> HTTPServer {
         guard (0...65535).contains(port) else {
@@ -97,7 +103,7 @@ public final class HTTPServer: Sendable {
             close(listenFD)
             throw HTTPServerError(address: address.description, reason: "cannot create a pipe: \(errnoText(code))", errorNumber: code)
         }
-        let core = ServerCore(configuration: configuration, handler: handler, stopSignal: stopSignal)
+        let core = ServerCore(configuration: configuration, immediate: immediate, handler: handler, stopSignal: stopSignal)
         guard spawnThread({ core.runAcceptLoop(listenFD: listenFD) }) else {
             close(listenFD)
             throw HTTPServerError(address: address.description, reason: "cannot start the accept thread", errorNumber: nil)
@@ -149,6 +155,7 @@ public final class HTTPServer: Sendable {
 final class ServerCore: Sendable {
     let configuration: HTTPServer.Configuration
     let handler: HTTPServer.Handler
+    let immediate: HTTPServer.ImmediateHandler?
     /// Signalled once by `beginStop()` and never drained: every poll that
     /// includes it wakes up from then on.
     let stopSignal: WakePipe
@@ -165,8 +172,10 @@ final class ServerCore: Sendable {
         var finished: Bool { !acceptLoopRunning && connections.isEmpty }
     }
 
-    init(configuration: HTTPServer.Configuration, handler: @escaping HTTPServer.Handler, stopSignal: WakePipe) {
+    init(configuration: HTTPServer.Configuration, immediate: HTTPServer.ImmediateHandler? = nil,
+         handler: @escaping HTTPServer.Handler, stopSignal: WakePipe) {
         self.configuration = configuration
+        self.immediate = immediate
         self.handler = handler
         self.stopSignal = stopSignal
     }

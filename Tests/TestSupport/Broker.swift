@@ -65,7 +65,7 @@ private func acceptsConnections(port: Int) -> Bool {
 /// empty signal mask and default dispositions: a Dispatch worker thread has
 /// SIGTERM blocked, and a child would inherit that and ignore our SIGTERM.
 public func spawn(_ path: String, _ arguments: [String], environment: [String: String]? = nil,
-                  stdout: String = "/dev/null", stderr: String = "/dev/null") throws -> pid_t {
+                  stdin: String = "/dev/null", stdout: String = "/dev/null", stderr: String = "/dev/null") throws -> pid_t {
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -80,7 +80,7 @@ public func spawn(_ path: String, _ arguments: [String], environment: [String: S
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 0, stdin, O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, stdout, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     posix_spawn_file_actions_addopen(&actions, 2, stderr, O_WRONLY | O_CREAT | O_APPEND, 0o644)
     // Nothing else of ours: a pipe another test is reading to EOF must not
