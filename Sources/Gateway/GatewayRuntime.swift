@@ -325,7 +325,7 @@ public final class GatewayRuntime: Sendable {
         for await state in states {
             // Every state reaches this loop (a presenter's states are not
             // dropped), so its changed rows are relative to the one before.
-            let messages = await loop.listChanged(state.devices, changed: state.changedRows.map { Set($0.map(\.address)) }, now: Date())
+            let messages = await loop.listChanged(state.devices, changes: state.changes, now: Date())
             enqueue(messages)
         }
     }
@@ -595,18 +595,21 @@ actor PublishingLoop {
 
     init(planner: PublishPlanner) { self.planner = planner }
 
-    func listChanged(_ list: Loadable<[DeviceListPresenter.Row]>, changed: Set<BluetoothAddress>?, now: Date) -> [OutgoingMessage] {
+    func listChanged(_ list: Loadable<[DeviceListPresenter.Row]>, changes: DeviceListPresenter.RowChanges?, now: Date) -> [OutgoingMessage] {
         guard !stopped else { return [] }
         lastList = list
-        let out = planner.update(list, changed: changed, gatt: gatt, now: now)
+        let out = planner.update(list, changes: changes, gatt: gatt, now: now)
         deadline.update { $0 = planner.nextDeadline }
         return out
     }
 
     func gattChanged(_ address: BluetoothAddress, readings: [Reading], now: Date) -> [OutgoingMessage] {
+        guard !stopped else { return [] }
         gatt[address] = readings.isEmpty ? nil : readings
         // The same rows; only this device's GATT readings are new.
-        return listChanged(lastList, changed: [address], now: now)
+        let out = planner.update(lastList, changed: [address], gatt: gatt, now: now)
+        deadline.update { $0 = planner.nextDeadline }
+        return out
     }
 
     func tick(now: Date) -> [OutgoingMessage] {

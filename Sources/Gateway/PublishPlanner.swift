@@ -100,10 +100,42 @@ public struct PublishPlanner: Sendable {
     public private(set) var onlineAddresses: Set<BluetoothAddress> = []
 
     /// A new device-list state. `gatt`: readings from watched devices'
-    /// subscribed characteristics, merged into their state. `changed`: the
-    /// devices whose rows differ from the previous state's (the list
-    /// presenter's `changedRows`); only they are looked at. nil: every row is.
-    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>, changed: Set<BluetoothAddress>? = nil,
+    /// subscribed characteristics, merged into their state. `changes`: the
+    /// rows that differ from the previous state's (the list presenter's
+    /// `changes`); only they are looked at, O(changed). nil: every row is.
+    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>, changes: DeviceListPresenter.RowChanges?,
+                                gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
+        guard let changes, case .loaded = list, listLoaded else { return update(list, gatt: gatt, now: now) }
+        var out: [OutgoingMessage] = []
+        for row in changes.rows { consider(row, gatt: gatt, now: now, &out) }
+        for address in changes.removed.map(\.address).sorted() where onlineAddresses.contains(address) {
+            setOffline(address, &out)
+        }
+        out.append(contentsOf: tick(now: now))
+        return out
+    }
+
+    /// ``update(_:changes:gatt:now:)`` for devices named by address (a
+    /// watched device's GATT readings changed): their rows are looked up in
+    /// `list` (O(rows) hash checks, no copying).
+    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>, changed: Set<BluetoothAddress>?,
+                                gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
+        guard let changed, case let .loaded(rows) = list else { return update(list, gatt: gatt, now: now) }
+        var changes = DeviceListPresenter.RowChanges()
+        var present: Set<BluetoothAddress> = []
+        for i in rows.indices where changed.contains(rows[i].id.address) {
+            changes.rows.append(rows[i])
+            present.insert(rows[i].id.address)
+        }
+        let adapter = rows.first?.id.adapter
+        for address in changed.subtracting(present) {
+            if let id = devices[address]?.record.id ?? adapter.map({ DeviceID(adapter: $0, address: address) }) { changes.removed.insert(id) }
+        }
+        return update(list, changes: changes, gatt: gatt, now: now)
+    }
+
+    /// A new device-list state, every row looked at.
+    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>,
                                 gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
         var out: [OutgoingMessage] = []
         guard case let .loaded(rows) = list else {
@@ -115,21 +147,9 @@ public struct PublishPlanner: Sendable {
             return out
         }
         bluetoothAvailable = true
-        if let changed, listLoaded {
-            // Keyed: only the changed rows; a changed device without a row left the list.
-            var present: Set<BluetoothAddress> = []
-            for i in rows.indices where changed.contains(rows[i].id.address) {
-                present.insert(rows[i].id.address)
-                consider(rows[i], gatt: gatt, now: now, &out)
-            }
-            for address in changed.subtracting(present).sorted() where onlineAddresses.contains(address) {
-                setOffline(address, &out)
-            }
-        } else {
-            var listed: Set<BluetoothAddress> = []
-            for row in rows where consider(row, gatt: gatt, now: now, &out) { listed.insert(row.id.address) }
-            for address in onlineAddresses.subtracting(listed).sorted() { setOffline(address, &out) }
-        }
+        var listed: Set<BluetoothAddress> = []
+        for row in rows where consider(row, gatt: gatt, now: now, &out) { listed.insert(row.id.address) }
+        for address in onlineAddresses.subtracting(listed).sorted() { setOffline(address, &out) }
         listLoaded = true
         out.append(contentsOf: tick(now: now))
         return out

@@ -93,8 +93,22 @@ public final class DeviceListPresenter: Presenter {
         /// The rows added, changed or removed since the previous state (nil:
         /// any may have; a front end then looks at all). Lets the gateway's
         /// planner and a renderer do O(changed) work per state.
-        public var changedRows: Set<DeviceID>?
+        public var changes: RowChanges?
         public init() {}
+    }
+
+    /// What one state changed in the list, by device.
+    public struct RowChanges: Sendable, Equatable {
+        /// Rows added or changed, as they are now.
+        public var rows: [Row]
+        /// Devices whose rows left the list.
+        public var removed: Set<DeviceID>
+        public init(rows: [Row] = [], removed: Set<DeviceID> = []) {
+            self.rows = rows
+            self.removed = removed
+        }
+        /// Every device the change touched.
+        public var ids: Set<DeviceID> { removed.union(rows.map(\.id)) }
     }
 
     public enum Action: Sendable, Equatable {
@@ -213,7 +227,7 @@ public final class DeviceListPresenter: Presenter {
         let latest = self.latest
         store.update { s in
             change(&s)
-            s.changedRows = nil
+            s.changes = nil
             latest.sorted = nil
             guard let snapshot else { return }
             if let reason = snapshot.availability.reason {
@@ -254,6 +268,7 @@ public final class DeviceListPresenter: Presenter {
         let needle = filter.text.lowercased()
         var formatsChanged = false
         var earliest: Date?
+        var changes = RowChanges()
         for id in ids {
             guard let record = snapshot.record(id), let old = previous.record(id) else { return false }
             if old.format != record.format {
@@ -272,8 +287,12 @@ public final class DeviceListPresenter: Presenter {
             // Into its new place, if the filter keeps it.
             if Self.keeps(record, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
                 let to = Self.insertionIndex(of: record, in: sorted, sort: sort)
+                let row = Self.row(record, now: time, expiry: expiry, watches: watches)
                 sorted.insert(record, at: to)
-                rows.insert(Self.row(record, now: time, expiry: expiry, watches: watches), at: to)
+                rows.insert(row, at: to)
+                changes.rows.append(row)
+            } else {
+                changes.removed.insert(id)
             }
             if let seen = record.lastSeen {
                 for limit in [expiry.staleAfter, expiry.removeAfter].compactMap({ $0 }) {
@@ -287,7 +306,7 @@ public final class DeviceListPresenter: Presenter {
         store.update { s in
             s.devices = .loaded(rows)
             s.formats = formats
-            s.changedRows = ids
+            s.changes = changes
         }
         schedule(earliest, now: time)
         return true

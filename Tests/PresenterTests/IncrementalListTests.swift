@@ -73,7 +73,7 @@ import Domain
             let settled = await waitFor(presenter) { $0.devices == .loaded(expected) && $0.formats == formats }
             #expect(settled, "round \(round): rows differ from a full rebuild")
             if !settled { return }
-            if presenter.state.changedRows == changed { incremental += 1 }
+            if presenter.state.changes?.ids == changed { incremental += 1 }
         }
         #expect(incremental > 100, "most rounds were applied per device (\(incremental) of 150)")
 
@@ -83,7 +83,7 @@ import Domain
         repo.emit(DeviceListSnapshot(availability: .available, devices: devices, version: version, changed: [devices[0].id], positions: positions))
         let expected = P.rows(devices, filter: filter, sort: sort, now: start, expiry: expiry)
         #expect(await waitFor(presenter) { $0.devices == .loaded(expected) })
-        #expect(presenter.state.changedRows == nil)
+        #expect(presenter.state.changes == nil)
     }
 }
 
