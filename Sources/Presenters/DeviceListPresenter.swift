@@ -84,16 +84,18 @@ public final class DeviceListPresenter: Presenter {
     }
 
     public struct State: Sendable, Equatable {
+        /// The rows added, changed or removed since the previous state (nil:
+        /// any may have; a front end then looks at all). Lets the gateway's
+        /// planner and a renderer do O(changed) work per state. First, so
+        /// that comparing two states after a keyed update stops here instead
+        /// of walking every row.
+        public var changes: RowChanges?
         public var devices: Loadable<[Row]> = .loading
         public var scan: Scan = .off
         public var filter = Filter()
         public var sort: Sort = .rssi
         /// The formats present in the list, for the format filter.
         public var formats: [String] = []
-        /// The rows added, changed or removed since the previous state (nil:
-        /// any may have; a front end then looks at all). Lets the gateway's
-        /// planner and a renderer do O(changed) work per state.
-        public var changes: RowChanges?
         public init() {}
     }
 
