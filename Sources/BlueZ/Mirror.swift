@@ -34,6 +34,7 @@ public final class BlueZMirror: Sendable {
     }
 
     private let state = Mutex(State())
+    private let droppedCounter = Atomic<UInt64>(0)
     private let registrations = Mutex<[DBusSignalHandlerRegistration]>([])
     private let ownerTask = Mutex<Task<Void, Never>?>(nil)
 
@@ -318,7 +319,16 @@ public final class BlueZMirror: Sendable {
             }
             return (events, Array(s.subscribers.values), ready)
         }
-        for c in subscribers { for e in events { c.yield(e) } }
+        var dropped: UInt64 = 0
+        for c in subscribers {
+            for e in events { if case .dropped = c.yield(e) { dropped += 1 } }
+        }
+        if dropped > 0 { droppedCounter.add(dropped, ordering: .relaxed) }
         for r in ready { r() }
     }
+
+    /// Events a subscriber's full buffer dropped (its oldest went to make
+    /// room), over every subscriber, ever. A consumer that sees it move has
+    /// missed events and reads the snapshot again instead of trusting them.
+    public var droppedEvents: UInt64 { droppedCounter.load(ordering: .relaxed) }
 }

@@ -43,6 +43,9 @@ public struct DeviceRepositoryStatistics: Sendable, Equatable {
     /// Advertisements folded into a later one of the same device before a
     /// snapshot was published (under a flood the latest of each device wins).
     public var coalesced: UInt64 = 0
+    /// Times bluetoothd's events came faster than the repository took them,
+    /// events were dropped, and the device list was read again whole.
+    public var resynchronizations: UInt64 = 0
     public init() {}
 }
 
@@ -109,6 +112,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
         var dirty: Set<DeviceID> = []
         /// Changes folded into a later one of the same device before it was published.
         var coalesced: UInt64 = 0
+        /// Times the mirror dropped events for a full buffer and the list was read again whole.
+        var eventsLost: UInt64 = 0
+        /// The next snapshot is read whole from the mirror (events were lost).
+        var resyncPending = false
         var flushScheduled = false
         var lastFlush: ContinuousClock.Instant?
     }
@@ -138,9 +145,22 @@ public final class BlueZDeviceRepository: DeviceRepository {
         self.now = now
         let events = client.mirror.events()
         refresh(changed: [])
+        let mirror = client.mirror
         let task = Task { [weak self] in
+            var dropped = mirror.droppedEvents
             for await event in events {
                 guard let self else { return }
+                // Events lost to a full buffer (the mirror outran us): what
+                // they said is in the mirror's tree, so read it whole.
+                // Not at once: under a sustained flood that would be a whole
+                // rebuild per event; the next snapshot (at most one per
+                // interval) is a whole one instead.
+                let nowDropped = mirror.droppedEvents
+                if nowDropped != dropped {
+                    dropped = nowDropped
+                    self.state.withLock { $0.eventsLost &+= 1; $0.resyncPending = true }
+                    self.requestFlush()
+                }
                 var touched: [DeviceID] = []
                 if case let .propertiesChanged(path, BlueZInterface.device, changed, invalidated) = event,
                    changed.keys.contains(where: { $0 == "RSSI" || $0 == "ManufacturerData" || $0 == "ServiceData" }),
@@ -171,6 +191,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
             out.advertisements = s.advertisements
             out.decodeErrors = s.decoded.failures
             out.coalesced = s.coalesced
+            out.resynchronizations = s.eventsLost
             return out
         }
     }
@@ -236,7 +257,6 @@ public final class BlueZDeviceRepository: DeviceRepository {
         }
         guard let (device, discovering) = found else { return false }
         let time = now()
-        enum Next { case flushNow, schedule, nothing }
         let next: Next? = state.withLock { s in
             guard let index = s.index[id], index < s.records.count, s.records[index].id == id,
                   s.availability == .available, s.scanning == discovering else { return nil }
@@ -247,21 +267,36 @@ public final class BlueZDeviceRepository: DeviceRepository {
             // its first change after a publication (one copy per interval).
             s.records[index] = makeRecord(device, models, lastSeen: time)
             if !s.dirty.insert(id).inserted { s.coalesced &+= 1 }
-            if s.flushScheduled { return .nothing }
-            if let last = s.lastFlush, clock.now < last + publishInterval {
-                s.flushScheduled = true   // only this caller schedules: one timer at a time
-                return .schedule
-            }
-            return .flushNow
+            return nextFlush(&s)
         }
-        switch next {
-        case nil: return false
-        case .flushNow?: flush()
-        case .schedule?: scheduleFlush()
-        case .nothing?: break
-        }
+        guard let next else { return false }
+        perform(next)
         return true
     }
+
+    private enum Next { case flushNow, schedule, nothing }
+
+    /// Whether a change just made is published now, by a timer, or by the
+    /// one already scheduled (under the state's lock).
+    private func nextFlush(_ s: inout State) -> Next {
+        if s.flushScheduled { return .nothing }
+        if let last = s.lastFlush, clock.now < last + publishInterval {
+            s.flushScheduled = true   // only this caller schedules: one timer at a time
+            return .schedule
+        }
+        return .flushNow
+    }
+
+    private func perform(_ next: Next) {
+        switch next {
+        case .flushNow: flush()
+        case .schedule: scheduleFlush()
+        case .nothing: break
+        }
+    }
+
+    /// Asks for the next snapshot (a resynchronisation is pending).
+    private func requestFlush() { perform(state.withLock { nextFlush(&$0) }) }
 
     /// The timer for a scheduled flush (one at a time).
     private let flushTimer = Mutex<Task<Void, Never>?>(nil)
@@ -277,6 +312,16 @@ public final class BlueZDeviceRepository: DeviceRepository {
 
     /// Publishes the pending changes as one snapshot (nothing when none is pending).
     private func flush() {
+        let resync = state.withLock { s -> Bool in
+            guard s.resyncPending else { return false }
+            s.resyncPending = false
+            s.flushScheduled = false
+            return true
+        }
+        if resync {
+            refresh(changed: [])
+            return
+        }
         state.withLock { s in
             s.flushScheduled = false
             guard !s.dirty.isEmpty else { return }
@@ -342,6 +387,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
             s.availability = availability
             // A whole snapshot, at once: it carries every pending change too.
             s.dirty = []
+            s.resyncPending = false
             s.version &+= 1
             s.lastFlush = clock.now
             let snapshot = DeviceListSnapshot(availability: availability, scanning: s.scanning, devices: records,

@@ -9,6 +9,8 @@ public final class GatewayMetrics: Sendable {
         public var advertisements: UInt64 = 0
         /// Advertisements folded into a later one of the same device before publication (overload: latest wins).
         public var advertisementsCoalesced: UInt64 = 0
+        /// Times bluetoothd's events outran the device list and it was read again whole.
+        public var resynchronizations: UInt64 = 0
         public var advertisementsPerSecond: Double = 0
         public var decodeErrors: [String: UInt64] = [:]
         public var connections: UInt64 = 0
@@ -72,6 +74,9 @@ public final class GatewayMetrics: Sendable {
         metric("blecompanion_advertisements_coalesced_total", "counter",
                "Advertisements replaced by a later one of the same device before they were processed (the latest wins).",
                [("", "\(v.advertisementsCoalesced)")])
+        metric("blecompanion_device_list_resynchronizations_total", "counter",
+               "Times bluetoothd's events came faster than the device list took them, some were dropped, and the list was read again whole.",
+               [("", "\(v.resynchronizations)")])
         metric("blecompanion_advertisements_per_second", "gauge", "Advertisement events per second over the last minute.",
                [("", Self.number(v.advertisementsPerSecond))])
         metric("blecompanion_decode_errors_total", "counter",

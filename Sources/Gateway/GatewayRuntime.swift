@@ -141,6 +141,7 @@ public final class GatewayRuntime: Sendable {
             $0.queueDropped = dropped
             $0.decodeErrors = stats.decodeErrors
             $0.advertisementsCoalesced = stats.coalesced
+            $0.resynchronizations = stats.resynchronizations
             if let publisher { $0.published = publisher.publishedCount }
         }
     }
@@ -469,6 +470,7 @@ public final class GatewayRuntime: Sendable {
                     metrics.update {
                         $0.decodeErrors = stats.decodeErrors
                         $0.advertisementsCoalesced = stats.coalesced
+                        $0.resynchronizations = stats.resynchronizations
                         $0.bluetoothdAvailable = snapshot.availability == .available
                     }
                     let online = await loop.onlineCount()
