@@ -14,17 +14,10 @@ import Domain
     let hci0 = AdapterID(path: "/org/bluez/hci0")
     typealias P = DeviceListPresenter
 
-    /// A small deterministic generator (SplitMix64): the same run every time.
+    /// The same run every time.
     struct Random {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+        var generator = SeededGenerator(seed: 42)
+        mutating func below(_ n: Int) -> Int { Int.random(in: 0..<n, using: &generator) }
     }
 
     func device(_ n: Int, _ random: inout Random, at now: Date) -> DeviceRecord {
@@ -41,7 +34,7 @@ import Domain
     @Test(arguments: [P.Sort.rssi, .name, .lastSeen], [P.Filter(), P.Filter(text: "ruuvi"), P.Filter(minimumRSSI: -70, format: "bthome")])
     func keyedChangesGiveTheSameRowsAsAFullRebuild(sort: P.Sort, filter: P.Filter) async throws {
         let start = Date(timeIntervalSince1970: 1_800_000_000)
-        var random = Random(state: 42)
+        var random = Random()
         var devices = (0..<120).map { device($0, &random, at: start) }
         let positions = Dictionary(uniqueKeysWithValues: devices.enumerated().map { ($1.id, $0) })
         let repo = FakeDeviceRepository()
