@@ -290,8 +290,6 @@ public actor BlueZSimulator {
     var rootRegistration: DBusObjectRegistration?
     var adapters: [AdapterState] = []
     var devices: [DeviceState] = []
-    /// Flood changes sent so far (benchmark support): every flood frame is new, also across floods.
-    var floodsSent = 0
     var agents: [AgentRecord] = []
     /// Unique names of agents asked to be the default, most recent first.
     var defaultAgents: [String] = []

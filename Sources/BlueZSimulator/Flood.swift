@@ -19,26 +19,19 @@ extension BlueZSimulator {
             if let perSecond, perSecond > 0, k % 10 == 0 {
                 try? await Task.sleep(until: start + .seconds(Double(k) / perSecond), clock: .continuous)
             }
-            // Device and frame from the changes sent by earlier floods too: a
-            // device's next frame always differs from its last (a flood that
-            // started at the first device again sent it the same frame as the
-            // flood before, which is no change at all with more devices than
-            // changes per flood).
-            let n = floodsSent + k
-            let i = n % devices.count
+            let i = k % devices.count
             // A valid RuuviTag data format 5 frame (the ruuvi-sensor-protocols
             // vector) with a new temperature and measurement sequence each time,
             // so decoders see a real reading change.
             var data: [UInt8] = [0x05, 0x12, 0xFC, 0x53, 0x94, 0xC3, 0x7C, 0x00, 0x04, 0xFF, 0xFC, 0x04, 0x0C,
                                  0xAC, 0x36, 0x42, 0x00, 0xCD, 0xCB, 0xB8, 0x33, 0x4C, 0x88, 0x4F]
-            let temperature = UInt16(n / devices.count % 8000)
+            let temperature = UInt16(k % 8000)
             data[1] = UInt8(temperature >> 8)
             data[2] = UInt8(truncatingIfNeeded: temperature)
-            data[16] = UInt8(truncatingIfNeeded: n >> 8)
-            data[17] = UInt8(truncatingIfNeeded: n)
-            let event = AdvertisementEvent(at: 0, rssi: Int16(-40 - (n % 51)), manufacturerData: [0x0499: data])
+            data[16] = UInt8(truncatingIfNeeded: k >> 8)
+            data[17] = UInt8(truncatingIfNeeded: k)
+            let event = AdvertisementEvent(at: 0, rssi: Int16(-40 - (k % 51)), manufacturerData: [0x0499: data])
             await applyAdvertisement(device: i, event)
-            floodsSent = n + 1
             if k % 1000 == 999, let connection {
                 _ = try? await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
                                                interface: "org.freedesktop.DBus", member: "GetId")
