@@ -11,16 +11,6 @@ private func waitFor(_ client: BlueZClient, _ what: String, seconds: Double = 5,
     try await client.mirror.wait(for: what, timeout: .seconds(seconds), until: condition)
 }
 
-/// Polls a condition that no mirror event announces (monitor state).
-private func eventually(within seconds: Double = 5, _ condition: () -> Bool) async throws -> Bool {
-    let deadline = ContinuousClock.now + .seconds(seconds)
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try await Task.sleep(for: .milliseconds(25))
-    }
-    return condition()
-}
-
 /// The error a registration fails with (nil, after unregistering, when it succeeds).
 private func registrationError(_ body: () async throws(BlueZError) -> AdvertisementMonitor) async -> BlueZError? {
     do {
@@ -76,7 +66,7 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
             #expect(bthome.serviceData["0000fcd2-0000-1000-8000-00805f9b34fb"] != nil)
             #expect(bthome.rssi != nil)
             // DeviceFound for each of them.
-            #expect(try await eventually { monitor.foundDevices == Set(decodable) }, "\(monitor.foundDevices)")
+            #expect(await eventually { monitor.foundDevices == Set(decodable) }, "\(monitor.foundDevices)")
 
             // The heart-rate strap, the ESS sensor (0x181A in its UUID list, no service data)
             // and the lock match no pattern; the paired keyboard is known anyway.
@@ -110,7 +100,7 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
                 patterns: [.serviceData(uuid16: 0xFCD2), .serviceData(uuid16: 0x181A)])
             let events = monitor.events()
             try await waitFor(client, "BTHome and pvvx") { $0.devices[bthome] != nil && $0.devices[atc] != nil }
-            #expect(try await eventually { monitor.foundDevices == [bthome, atc] })
+            #expect(await eventually { monitor.foundDevices == [bthome, atc] })
             // The pvvx thermometer stops advertising at 3 s: DeviceLost.
             let lost = await first(events, within: 5) { if case .deviceLost = $0 { return true } else { return false } }
             #expect(lost == .deviceLost(atc, monitor: monitor.monitorPaths[0]))
@@ -219,7 +209,7 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
             #expect(monitor.foundDevices.isEmpty)
             // It returns at 4.5 s: the monitor is registered and activated again, and the device comes back.
             try await waitFor(client, "BTHome after the restart") { $0.available && $0.devices[bthome] != nil }
-            #expect(try await eventually { monitor.isActive && monitor.foundDevices == [bthome] })
+            #expect(await eventually { monitor.isActive && monitor.foundDevices == [bthome] })
             #expect(client.mirror.serviceOwner != before)
             #expect(client.mirror.snapshot().devices[try id(client, "E4:5F:01:AA:10:01")] == nil)
             await monitor.unregister()

@@ -46,7 +46,7 @@ import TestSupport
             kill(sim, SIGKILL)
             waitForExit(sim)
         }
-        let ready = await waitUntil(timeout: .seconds(90)) {
+        let ready = await eventually(90) {
             ((try? String(contentsOfFile: simOut, encoding: .utf8)) ?? "").contains("READY")
         }
         try #require(ready, "the simulator did not list \(Self.devices) devices")
@@ -76,7 +76,7 @@ import TestSupport
             let gateway = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path, "--log-format", "text"],
                                     stderr: log)
             let base = "http://127.0.0.1:\(http)"
-            let up = await waitUntil(timeout: .seconds(60)) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("scanning on") }
+            let up = await eventually(60) { ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").contains("scanning on") }
             #expect(up, "gateway started")
             try await Task.sleep(for: .seconds(3))   // every device listed and first published
             let baseline = try #require(rssKilobytes(gateway))

@@ -122,7 +122,7 @@ import TestSupport
         let ruuvi = "blecompanion/stop/cbb8334c884f/state"
         if fault == .beforeFirstConnack {
             // Running, readings queued, and no CONNACK ever: the queue grows.
-            let queued = await waitUntil(timeout: .seconds(30)) { log(dir).contains("gateway running") }
+            let queued = await eventually(30) { log(dir).contains("gateway running") }
             #expect(queued, "\(log(dir))")
             try await Task.sleep(for: .seconds(2))
         } else {
@@ -205,17 +205,6 @@ func isSubsequence<T: Equatable>(_ needle: [T], of haystack: [T]) -> Bool {
     var index = needle.startIndex
     for element in haystack where index < needle.endIndex && needle[index] == element { index += 1 }
     return index == needle.endIndex
-}
-
-/// Polls a cheap local condition (a log file) every 100 ms, up to `timeout`.
-func waitUntil(timeout: Duration, _ condition: () -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let end = clock.now + timeout
-    while clock.now < end {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(100))
-    }
-    return condition()
 }
 
 extension QueuedMessage {

@@ -28,32 +28,23 @@ import Gateway
             for i in 1...5 { try queue.enqueue(topic: "gw/reading", payload: Array("\(i)".utf8)) }
             let before = await inbox.wait { $0.count >= 5 }
             #expect(before.compactMap(\.text) == ["1", "2", "3", "4", "5"])
-            #expect(await eventually { queue.depth == 0 })
+            #expect(await eventually(10) { queue.depth == 0 })
 
             // The broker goes away: what is produced meanwhile waits in SQLite.
             try await broker.pause()
             for i in 6...15 { try queue.enqueue(topic: "gw/reading", payload: Array("\(i)".utf8)) }
-            #expect(await eventually { queue.depth == 10 })
+            #expect(await eventually(10) { queue.depth == 10 })
             try await broker.resume()
             let second = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
             let after = Inbox(try await second.subscribe("gw/#", qos: .atLeastOnce))
             let rest = await after.wait { $0.count >= 10 }
             #expect(rest.compactMap(\.text) == (6...15).map(String.init), "every reading, in order")
-            #expect(await eventually { queue.depth == 0 })
+            #expect(await eventually(10) { queue.depth == 0 })
             #expect(try queue.dropped() == 0)
             running.cancel()
             await client.disconnect()
             await first.disconnect()
             await second.disconnect()
         }
-    }
-
-    func eventually(_ seconds: Double = 10, _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return condition()
     }
 }

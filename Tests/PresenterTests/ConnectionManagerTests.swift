@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import TestSupport
 import BlueZ
 import BlueZSimulator
 import DBus
