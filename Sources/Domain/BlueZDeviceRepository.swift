@@ -325,14 +325,19 @@ public final class BlueZDeviceRepository: DeviceRepository {
         state.withLock { s in
             s.flushScheduled = false
             guard !s.dirty.isEmpty else { return }
-            s.version &+= 1
-            s.lastFlush = clock.now
-            let snapshot = DeviceListSnapshot(availability: s.availability, scanning: s.scanning, devices: s.records,
-                                              version: s.version, changed: s.dirty, positions: s.index)
-            s.dirty = []
-            // Under the lock: snapshots reach the store in version order.
-            store.update { $0 = snapshot }
+            publish(&s, changed: s.dirty)
         }
+    }
+
+    /// The next snapshot from the state's records (under the state's lock, so
+    /// snapshots reach the store in version order); `changed` nil: a whole one.
+    private func publish(_ s: inout State, changed: Set<DeviceID>?) {
+        s.version &+= 1
+        s.lastFlush = clock.now
+        s.dirty = []
+        let snapshot = DeviceListSnapshot(availability: s.availability, scanning: s.scanning, devices: s.records,
+                                          version: s.version, changed: changed, positions: s.index)
+        store.update { $0 = snapshot }
     }
 
     private func makeRecord(_ d: Device, _ decoded: [AdvertisementModel], lastSeen: Date?) -> DeviceRecord {
@@ -386,13 +391,8 @@ public final class BlueZDeviceRepository: DeviceRepository {
             s.scanning = adapter?.discovering == true
             s.availability = availability
             // A whole snapshot, at once: it carries every pending change too.
-            s.dirty = []
             s.resyncPending = false
-            s.version &+= 1
-            s.lastFlush = clock.now
-            let snapshot = DeviceListSnapshot(availability: availability, scanning: s.scanning, devices: records,
-                                              version: s.version, positions: s.index)
-            store.update { $0 = snapshot }
+            publish(&s, changed: nil)
         }
     }
 }

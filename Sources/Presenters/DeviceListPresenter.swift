@@ -269,7 +269,7 @@ public final class DeviceListPresenter: Presenter {
         let filter = state.filter
         let needle = filter.text.lowercased()
         var formatsChanged = false
-        var earliest: Date?
+        var updated: [DeviceRecord] = []
         var changes = RowChanges()
         for id in ids {
             guard let record = snapshot.record(id), let old = previous.record(id) else { return false }
@@ -296,12 +296,7 @@ public final class DeviceListPresenter: Presenter {
             } else {
                 changes.removed.insert(id)
             }
-            if let seen = record.lastSeen {
-                for limit in [expiry.staleAfter, expiry.removeAfter].compactMap({ $0 }) {
-                    let t = seen.addingTimeInterval(limit)
-                    if t > time, earliest.map({ t < $0 }) ?? true { earliest = t }
-                }
-            }
+            updated.append(record)
         }
         latest.sorted = sorted
         let formats = formatsChanged ? latest.formatCounts.keys.sorted() : state.formats
@@ -310,7 +305,8 @@ public final class DeviceListPresenter: Presenter {
             s.formats = formats
             s.changes = changes
         }
-        schedule(earliest, now: time)
+        // The changed devices' next stale or expiry time (the pending timer keeps an earlier one).
+        schedule(Self.nextTransition(updated, after: time, expiry: expiry), now: time)
         return true
     }
 
