@@ -102,7 +102,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         var decoded = AdvertisementCache()
         var advertisements: UInt64 = 0
         /// The records as they are now (published or pending), and where each device is among them.
-        var records: [DeviceRecord] = []
+        var records = ChunkedArray<DeviceRecord>()
         var index: [DeviceID: Int] = [:]
         var scanning = false
         var availability: Availability = .bluetoothdGone
@@ -263,8 +263,8 @@ public final class BlueZDeviceRepository: DeviceRepository {
             s.lastSeen[id] = time
             s.advertisements &+= 1
             let models = s.decoded.models(for: device, bindkey: bindkeys(device.address))
-            // In place: the array is shared with the last snapshot only until
-            // its first change after a publication (one copy per interval).
+            // In place: the list is shared with the last snapshot until its
+            // first change after a publication, which then copies one chunk.
             s.records[index] = makeRecord(device, models, lastSeen: time)
             if !s.dirty.insert(id).inserted { s.coalesced &+= 1 }
             return nextFlush(&s)
@@ -335,7 +335,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         s.version &+= 1
         s.lastFlush = clock.now
         s.dirty = []
-        let snapshot = DeviceListSnapshot(availability: s.availability, scanning: s.scanning, devices: s.records,
+        let snapshot = DeviceListSnapshot(availability: s.availability, scanning: s.scanning, records: s.records,
                                           version: s.version, changed: changed, positions: s.index)
         store.update { $0 = snapshot }
     }
@@ -386,7 +386,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         }
         let records = zip(devices, models).map { d, decoded in makeRecord(d, decoded, lastSeen: lastSeen[d.id]) }
         state.withLock { s in
-            s.records = records
+            s.records = ChunkedArray(records)
             s.index = Dictionary(records.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { a, _ in a })
             s.scanning = adapter?.discovering == true
             s.availability = availability

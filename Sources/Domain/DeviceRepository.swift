@@ -72,7 +72,9 @@ public struct DeviceListSnapshot: Sendable, Equatable {
     public var version: UInt64
     public var availability: Availability
     public var scanning: Bool
-    public var devices: [DeviceRecord]
+    /// Chunked: the repository changes one record of a list that its last
+    /// snapshot still shares at the cost of one chunk, not of every record.
+    public var devices: ChunkedArray<DeviceRecord>
     /// The devices whose records differ from snapshot `version - 1`; nil:
     /// anything may have changed (availability, scanning, devices added or
     /// removed, or the repository does not say).
@@ -82,6 +84,12 @@ public struct DeviceListSnapshot: Sendable, Equatable {
     public var positions: [DeviceID: Int]?
 
     public init(availability: Availability, scanning: Bool = false, devices: [DeviceRecord] = [],
+                version: UInt64 = 0, changed: Set<DeviceID>? = nil, positions: [DeviceID: Int]? = nil) {
+        self.init(availability: availability, scanning: scanning, records: ChunkedArray(devices), version: version,
+                  changed: changed, positions: positions)
+    }
+
+    public init(availability: Availability, scanning: Bool = false, records devices: ChunkedArray<DeviceRecord>,
                 version: UInt64 = 0, changed: Set<DeviceID>? = nil, positions: [DeviceID: Int]? = nil) {
         self.version = version
         self.availability = availability

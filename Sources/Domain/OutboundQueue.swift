@@ -34,6 +34,9 @@ public final class OutboundQueue: Sendable {
     /// The rows in the table, counted once at open and kept by the writes
     /// (the only writer of the file is this object: one queue per file and process).
     private let count: Mutex<Int>
+    /// The dropped count, read once at open and kept by `enqueue` next to the
+    /// table's (metrics read it after every depth change: no query each time).
+    private let droppedCount: Mutex<Int>
 
     /// Opens (creating as needed) the queue at `path`.
     public init(path: String, capacity: Int = 100_000) throws(DomainError) {
@@ -41,9 +44,13 @@ public final class OutboundQueue: Sendable {
         do {
             pool = try DatabasePool(path: path)
             try OutboundQueue.migrator.migrate(pool)
-            let count = try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0 }
+            let (count, dropped) = try pool.read { db in
+                (try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0,
+                 try Int.fetchOne(db, sql: "SELECT value FROM outboxStats WHERE key = 'dropped'") ?? 0)
+            }
             depthStore = StateStore(count, bufferLimit: 16)
             self.count = Mutex(count)
+            droppedCount = Mutex(dropped)
         } catch {
             throw DomainError("cannot open the outbound queue \(path): \(error)")
         }
@@ -113,9 +120,13 @@ public final class OutboundQueue: Sendable {
                 var depth = count.withLock { $0 } + messages.count
                 if depth > capacity {
                     let excess = depth - capacity
-                    try db.execute(sql: "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)", arguments: [excess])
-                    try db.execute(sql: "UPDATE outboxStats SET value = value + ? WHERE key = 'dropped'", arguments: [excess])
+                    try db.cachedStatement(sql: "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)")
+                        .execute(arguments: [excess])
+                    try db.cachedStatement(sql: "UPDATE outboxStats SET value = value + ? WHERE key = 'dropped'")
+                        .execute(arguments: [excess])
                     depth = capacity
+                    // Counted in memory once the transaction commits (a rollback must not count).
+                    db.afterNextTransaction(onCommit: { _ in self.droppedCount.withLock { $0 += excess } })
                 }
                 // Inside the (serialized) write: concurrent producers publish their
                 // depths in commit order, so the last one published is the current one.
@@ -130,15 +141,17 @@ public final class OutboundQueue: Sendable {
         }
     }
 
-    /// The oldest `limit` messages, in publishing order.
+    /// The oldest `limit` messages, in publishing order (none without a
+    /// query while the queue is empty).
     public func oldest(_ limit: Int) throws(DomainError) -> [QueuedMessage] {
+        guard limit > 0, count.withLock({ $0 }) > 0 else { return [] }
         do {
             return try pool.read { db in
-                try Row.fetchAll(db, sql: "SELECT id, topic, payload, retain, qos, enqueuedAt FROM outbox ORDER BY id LIMIT ?",
-                                 arguments: [max(0, limit)]).map { row in
-                    let payload: Data = row["payload"]
-                    return QueuedMessage(id: row["id"], topic: row["topic"], payload: [UInt8](payload), retain: row["retain"],
-                                         qos: row["qos"], enqueuedAt: Date(timeIntervalSince1970: row["enqueuedAt"]))
+                let select = try db.cachedStatement(sql: "SELECT id, topic, payload, retain, qos, enqueuedAt FROM outbox ORDER BY id LIMIT ?")
+                return try Row.fetchAll(select, arguments: [limit]).map { row in
+                    let payload: Data = row[2]
+                    return QueuedMessage(id: row[0], topic: row[1], payload: [UInt8](payload), retain: row[3],
+                                         qos: row[4], enqueuedAt: Date(timeIntervalSince1970: row[5]))
                 }
             }
         } catch {
@@ -176,12 +189,7 @@ public final class OutboundQueue: Sendable {
     /// The current depth first, then every change (for metrics).
     public func depths() -> AsyncStream<Int> { depthStore.states() }
 
-    /// How many messages were dropped because the queue was full, ever.
-    public func dropped() throws(DomainError) -> Int {
-        do {
-            return try pool.read { db in try Int.fetchOne(db, sql: "SELECT value FROM outboxStats WHERE key = 'dropped'") ?? 0 }
-        } catch {
-            throw DomainError("cannot read the outbound queue's counters: \(error)")
-        }
-    }
+    /// How many messages were dropped because the queue was full, ever
+    /// (stored with the queue: the count survives restarts).
+    public var dropped: Int { droppedCount.withLock { $0 } }
 }

@@ -27,7 +27,7 @@ public final class ReadingRecorder: Sendable {
                 if let ids = snapshot.changes(since: version) {
                     candidates = ids.compactMap { snapshot.record($0) }
                 } else {
-                    candidates = snapshot.devices
+                    candidates = Array(snapshot.devices)
                 }
                 version = snapshot.version
                 for device in candidates where !device.readings.isEmpty && !device.remembered {

@@ -41,6 +41,22 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
         }
     }
 
+    /// Reads part of the state under the lock (no copy of the parts not read).
+    public func read<R>(_ body: (State) -> R) -> R { inner.withLock { body($0.state) } }
+
+    /// Changes the state in place and publishes it: for a caller that knows
+    /// it changes something and holds large values in the state (a value
+    /// only the store references is then changed without a copy; take it out
+    /// of the state first, change it, put it back).
+    public func modify(_ change: (inout State) -> Void) {
+        inner.withLock { i in
+            change(&i.state)
+            for id in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { i.subscribers[id] = nil }
+            let s = i.state
+            for (_, c) in i.subscribers { c.yield(s) }
+        }
+    }
+
     public func states() -> AsyncStream<State> {
         let (stream, continuation) = AsyncStream<State>.makeStream(bufferingPolicy: bufferLimit.map { .bufferingNewest($0) } ?? .unbounded)
         let id = inner.withLock { i -> UInt64 in

@@ -134,7 +134,7 @@ public final class GatewayRuntime: Sendable {
         let publisher = parts.withLock { $0.publisher }
         let stats = devices.statistics
         let depth = queue.depth
-        let dropped = (try? queue.dropped()) ?? 0
+        let dropped = queue.dropped
         metrics.recordAdvertisements(stats.advertisements, at: Date())
         metrics.update {
             $0.queueDepth = depth
@@ -457,7 +457,7 @@ public final class GatewayRuntime: Sendable {
                 guard let depths = self?.queue.depths() else { return }
                 for await depth in depths {
                     guard let self else { return }
-                    let dropped = (try? queue.dropped()) ?? 0
+                    let dropped = queue.dropped
                     metrics.update { $0.queueDepth = depth; $0.queueDropped = dropped }
                 }
             }

@@ -239,7 +239,7 @@ public final class DeviceListPresenter: Presenter {
                 let sorted = DeviceListPresenter.kept(snapshot.devices, filter: s.filter, sort: s.sort, now: time,
                                                       expiry: expiry, watches: watches)
                 s.devices = .loaded(sorted.map { DeviceListPresenter.row($0, now: time, expiry: expiry, watches: watches) })
-                latest.sorted = sorted
+                latest.sorted = ChunkedArray(sorted)
                 latest.formatCounts = snapshot.devices.reduce(into: [:]) { counts, d in if let f = d.format { counts[f, default: 0] += 1 } }
                 s.formats = latest.formatCounts.keys.sorted()
             }
@@ -259,60 +259,77 @@ public final class DeviceListPresenter: Presenter {
     private func updateIncrementally(from previous: DeviceListSnapshot, to snapshot: DeviceListSnapshot) -> Bool {
         guard let ids = snapshot.changes(since: previous.version), snapshot.positions != nil,
               snapshot.availability == .available, previous.availability == .available,
-              snapshot.scanning == previous.scanning, var sorted = latest.sorted else { return false }
+              snapshot.scanning == previous.scanning, latest.sorted != nil else { return false }
         let time = now()
         let expiry = self.expiry
         let watches = latest.watches
-        let state = store.state
-        guard case var .loaded(rows) = state.devices, rows.count == sorted.count else { return false }
-        let sort = state.sort
-        let filter = state.filter
+        // The list's settings, without a copy of the rows (which are changed in place below).
+        let (sort, filter, shown, formats) = store.read { s -> (Sort, Filter, Int?, [String]) in
+            guard case let .loaded(rows) = s.devices else { return (s.sort, s.filter, nil, s.formats) }
+            return (s.sort, s.filter, rows.count, s.formats)
+        }
+        guard let shown, let count = latest.sorted?.count, shown == count else { return false }
         let needle = filter.text.lowercased()
-        var formatsChanged = false
-        var updated: [DeviceRecord] = []
-        var changes = RowChanges()
+        // First every check that can send us to a rebuild, on the list as it is
+        // (whether a device is in it does not depend on the others' moves).
+        var moves: [(old: DeviceRecord, new: DeviceRecord)] = []
+        moves.reserveCapacity(ids.count)
         for id in ids {
-            guard let record = snapshot.record(id), let old = previous.record(id) else { return false }
-            if old.format != record.format {
-                formatsChanged = true
-                if let f = old.format { latest.formatCounts[f, default: 1] -= 1; if latest.formatCounts[f] == 0 { latest.formatCounts[f] = nil } }
-                if let f = record.format { latest.formatCounts[f, default: 0] += 1 }
-            }
-            // Out of its old place, if it had one.
+            guard let record = snapshot.record(id), let old = previous.record(id), let sorted = latest.sorted else { return false }
             let at = Self.insertionIndex(of: old, in: sorted, sort: sort)
-            if at < sorted.count, sorted[at].id == id {
-                sorted.remove(at: at)
-                rows.remove(at: at)
-            } else if Self.keeps(old, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
+            let there = at < sorted.count && sorted[at].id == id
+            if !there, Self.keeps(old, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
                 return false   // it should have been there: rebuild
             }
-            // Into its new place, if the filter keeps it.
-            if Self.keeps(record, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
-                let to = Self.insertionIndex(of: record, in: sorted, sort: sort)
-                let row = Self.row(record, now: time, expiry: expiry, watches: watches)
-                sorted.insert(record, at: to)
-                rows.insert(row, at: to)
-                changes.rows.append(row)
-            } else {
-                changes.removed.insert(id)
-            }
-            updated.append(record)
+            moves.append((old, record))
         }
-        latest.sorted = sorted
-        let formats = formatsChanged ? latest.formatCounts.keys.sorted() : state.formats
-        store.update { s in
+        // Then the moves, on lists only this presenter holds: taken out of
+        // `latest` and of the state, so that they change without a copy.
+        guard var sorted = latest.sorted else { return false }
+        latest.sorted = nil
+        var formatsChanged = false
+        var changes = RowChanges()
+        let latest = self.latest
+        store.modify { s in
+            guard case var .loaded(rows) = s.devices else { return }
+            s.devices = .loading
+            for (old, record) in moves {
+                let id = record.id
+                if old.format != record.format {
+                    formatsChanged = true
+                    if let f = old.format { latest.formatCounts[f, default: 1] -= 1; if latest.formatCounts[f] == 0 { latest.formatCounts[f] = nil } }
+                    if let f = record.format { latest.formatCounts[f, default: 0] += 1 }
+                }
+                // Out of its old place, if it had one.
+                let at = Self.insertionIndex(of: old, in: sorted, sort: sort)
+                if at < sorted.count, sorted[at].id == id {
+                    sorted.remove(at: at)
+                    rows.remove(at: at)
+                }
+                // Into its new place, if the filter keeps it.
+                if Self.keeps(record, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
+                    let to = Self.insertionIndex(of: record, in: sorted, sort: sort)
+                    let row = Self.row(record, now: time, expiry: expiry, watches: watches)
+                    sorted.insert(record, at: to)
+                    rows.insert(row, at: to)
+                    changes.rows.append(row)
+                } else {
+                    changes.removed.insert(id)
+                }
+            }
             s.devices = .loaded(rows)
-            s.formats = formats
+            s.formats = formatsChanged ? latest.formatCounts.keys.sorted() : formats
             s.changes = changes
         }
+        latest.sorted = sorted
         // The changed devices' next stale or expiry time (the pending timer keeps an earlier one).
-        schedule(Self.nextTransition(updated, after: time, expiry: expiry), now: time)
+        schedule(Self.nextTransition(moves.lazy.map(\.new), after: time, expiry: expiry), now: time)
         return true
     }
 
     /// Where `record` goes in `sorted` (the first place whose record does
     /// not come before it): binary search with the list's order.
-    static func insertionIndex(of record: DeviceRecord, in sorted: [DeviceRecord], sort: Sort) -> Int {
+    static func insertionIndex(of record: DeviceRecord, in sorted: ChunkedArray<DeviceRecord>, sort: Sort) -> Int {
         var low = 0, high = sorted.count
         while low < high {
             let mid = (low + high) / 2
@@ -351,7 +368,7 @@ public final class DeviceListPresenter: Presenter {
     }
 
     /// The first moment after `now` at which a device turns stale or expires.
-    static func nextTransition(_ devices: [DeviceRecord], after now: Date, expiry: Expiry) -> Date? {
+    static func nextTransition(_ devices: some Sequence<DeviceRecord>, after now: Date, expiry: Expiry) -> Date? {
         var next: Date?
         for d in devices {
             guard let seen = d.lastSeen else { continue }
@@ -364,14 +381,14 @@ public final class DeviceListPresenter: Presenter {
     }
 
     /// Pure: the rows for a list of devices (exposed for front ends' previews).
-    public static func rows(_ devices: [DeviceRecord], filter: Filter, sort: Sort, now: Date, expiry: Expiry = Expiry(),
+    public static func rows(_ devices: some Sequence<DeviceRecord>, filter: Filter, sort: Sort, now: Date, expiry: Expiry = Expiry(),
                             watches: [BluetoothAddress: ConnectionStatus] = [:]) -> [Row] {
         kept(devices, filter: filter, sort: sort, now: now, expiry: expiry, watches: watches)
             .map { row($0, now: now, expiry: expiry, watches: watches) }
     }
 
     /// The records the filter keeps, in the list's order.
-    static func kept(_ devices: [DeviceRecord], filter: Filter, sort: Sort, now: Date, expiry: Expiry,
+    static func kept(_ devices: some Sequence<DeviceRecord>, filter: Filter, sort: Sort, now: Date, expiry: Expiry,
                      watches: [BluetoothAddress: ConnectionStatus]) -> [DeviceRecord] {
         let needle = filter.text.lowercased()
         return devices.filter { keeps($0, filter: filter, needle: needle, now: now, expiry: expiry, watches: watches) }
@@ -409,7 +426,7 @@ public final class DeviceListPresenter: Presenter {
 private final class LatestSnapshot: @unchecked Sendable {
     var value: DeviceListSnapshot?
     /// The records behind the rows now shown, in the same order (nil: to be rebuilt).
-    var sorted: [DeviceRecord]?
+    var sorted: ChunkedArray<DeviceRecord>?
     /// How many records of each format the snapshot has (the format filter's choices).
     var formatCounts: [String: Int] = [:]
     var watches: [BluetoothAddress: ConnectionStatus] = [:]

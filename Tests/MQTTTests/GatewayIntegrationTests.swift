@@ -239,7 +239,7 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
             let start = all.firstIndex(of: expected.first ?? "") ?? all.count
             let got = all[start...].prefix(expected.count)
             #expect(Array(got) == expected, "every state produced during the outage, in order")
-            #expect(try gateway.runtime.queue.dropped() == 0)
+            #expect(gateway.runtime.queue.dropped == 0)
             await watcher.disconnect()
             await gateway.stop()
         }

@@ -40,7 +40,7 @@ import Gateway
             let rest = await after.wait { $0.count >= 10 }
             #expect(rest.compactMap(\.text) == (6...15).map(String.init), "every reading, in order")
             #expect(await eventually(10) { queue.depth == 0 })
-            #expect(try queue.dropped() == 0)
+            #expect(queue.dropped == 0)
             running.cancel()
             await client.disconnect()
             await first.disconnect()

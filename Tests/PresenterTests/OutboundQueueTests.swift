@@ -49,11 +49,11 @@ import Testing
             for i in 0..<7 { try q.enqueue(topic: "t/\(i)", payload: [UInt8(i)]) }
             #expect(q.depth == 3)
             #expect(try q.oldest(10).map(\.topic) == ["t/4", "t/5", "t/6"])
-            #expect(try q.dropped() == 4)
+            #expect(q.dropped == 4)
         }
         // The counter survives a restart.
         let q = try OutboundQueue(path: path, capacity: 3)
-        #expect(try q.dropped() == 4)
+        #expect(q.dropped == 4)
         #expect(throws: DomainError("QoS must be 0, 1 or 2, not 3")) { try q.enqueue(topic: "t", payload: [], qos: 3) }
     }
 
@@ -75,7 +75,7 @@ import Testing
         // Over capacity inside one batch: the oldest go, counted.
         try q.enqueue((0..<12).map { OutboundQueue.Outgoing(topic: "c/\($0)", payload: []) })
         #expect(q.depth == 10)
-        #expect(try q.dropped() == 4)
+        #expect(q.dropped == 4)
         #expect(try q.oldest(1).map(\.topic) == ["c/2"])
         // The depth kept in memory is the table's row count, also after reopening.
         let reopened = try OutboundQueue(path: path, capacity: 10)

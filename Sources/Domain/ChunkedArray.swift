@@ -1,0 +1,178 @@
+/// An ordered, random-access list stored as short arrays ("chunks") of at
+/// most ``maximumChunk`` elements, for the lists the incremental pipeline
+/// keeps per device (the repository's records, the device list's sorted
+/// records and rows).
+///
+/// Two costs an `Array` has and this does not:
+/// - **Change after sharing.** A snapshot shares its list with the repository
+///   that keeps changing it. Changing one element of a shared `Array` copies
+///   every element (with a retain of each reference inside); here it copies
+///   the chunk table (one reference per chunk) and the one chunk.
+/// - **Insert or remove in the middle.** An `Array` moves every element after
+///   the place; here only those of one chunk move.
+///
+/// So at 10,000 devices one change costs about what it costs at 100. Reads
+/// find the chunk by binary search over the chunks' first indices:
+/// O(log(count / maximumChunk)), iteration walks the chunks.
+///
+/// Why not a package: swift-collections (1.6) has no stable ordered
+/// persistent sequence (its sorted collections are behind an "Unstable"
+/// trait and its rope is an underscored module), and `TreeDictionary` is
+/// unordered.
+public struct ChunkedArray<Element> {
+    /// Never empty chunks, each at most `maximumChunk` long.
+    private var chunks: [[Element]]
+    /// `starts[c]`: the index of chunk c's first element.
+    private var starts: [Int]
+    public private(set) var count: Int
+
+    public static var maximumChunk: Int { 128 }
+
+    public init() {
+        chunks = []
+        starts = []
+        count = 0
+    }
+
+    public init<S: Sequence>(_ elements: S) where S.Element == Element {
+        self.init()
+        var chunk: [Element] = []
+        chunk.reserveCapacity(Self.maximumChunk / 2)
+        for e in elements {
+            chunk.append(e)
+            if chunk.count == Self.maximumChunk / 2 { appendChunk(chunk); chunk.removeAll(keepingCapacity: true) }
+        }
+        if !chunk.isEmpty { appendChunk(chunk) }
+    }
+
+    private mutating func appendChunk(_ chunk: [Element]) {
+        starts.append(count)
+        chunks.append(chunk)
+        count += chunk.count
+    }
+
+    /// The chunk holding index `i` (0 ≤ i < count) and the offset in it.
+    private func locate(_ i: Int) -> (chunk: Int, offset: Int) {
+        var low = 0, high = starts.count - 1
+        while low < high {
+            let mid = (low + high + 1) / 2
+            if starts[mid] <= i { low = mid } else { high = mid - 1 }
+        }
+        return (low, i - starts[low])
+    }
+
+    /// Inserts `element` before index `i` (0 ≤ i ≤ count).
+    public mutating func insert(_ element: Element, at i: Int) {
+        precondition(i >= 0 && i <= count, "ChunkedArray.insert: index \(i) out of 0...\(count)")
+        if chunks.isEmpty {
+            appendChunk([element])
+            return
+        }
+        // At the end of the chunk before when i is a chunk boundary (appends stay cheap).
+        var (c, o) = i == count ? (chunks.count - 1, chunks[chunks.count - 1].count) : locate(i)
+        if o == 0, c > 0, chunks[c - 1].count < Self.maximumChunk {
+            c -= 1
+            o = chunks[c].count
+        }
+        chunks[c].insert(element, at: o)
+        count += 1
+        for k in (c + 1)..<starts.count { starts[k] += 1 }
+        if chunks[c].count > Self.maximumChunk {
+            let half = chunks[c].count / 2
+            let tail = Array(chunks[c][half...])
+            chunks[c].removeSubrange(half...)
+            chunks.insert(tail, at: c + 1)
+            starts.insert(starts[c] + half, at: c + 1)
+        }
+    }
+
+    /// Removes and returns the element at `i` (0 ≤ i < count).
+    @discardableResult
+    public mutating func remove(at i: Int) -> Element {
+        precondition(i >= 0 && i < count, "ChunkedArray.remove: index \(i) out of 0..<\(count)")
+        let (c, o) = locate(i)
+        let element = chunks[c].remove(at: o)
+        count -= 1
+        for k in (c + 1)..<starts.count { starts[k] -= 1 }
+        if chunks[c].isEmpty {
+            chunks.remove(at: c)
+            starts.remove(at: c)
+        } else if c + 1 < chunks.count, chunks[c].count + chunks[c + 1].count <= Self.maximumChunk / 2 {
+            // Two small neighbours become one: the chunk count stays about count / chunk size.
+            chunks[c].append(contentsOf: chunks[c + 1])
+            chunks.remove(at: c + 1)
+            starts.remove(at: c + 1)
+        }
+        return element
+    }
+
+    public mutating func append(_ element: Element) { insert(element, at: count) }
+
+    public mutating func removeAll() { self = ChunkedArray() }
+}
+
+extension ChunkedArray: RandomAccessCollection, MutableCollection {
+    public typealias Index = Int
+    public typealias Indices = Range<Int>
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { count }
+    public var indices: Range<Int> { 0..<count }
+    public var isEmpty: Bool { count == 0 }
+    public func index(after i: Int) -> Int { i + 1 }
+    public func index(before i: Int) -> Int { i - 1 }
+
+    public subscript(position: Int) -> Element {
+        get {
+            precondition(position >= 0 && position < count, "ChunkedArray: index \(position) out of 0..<\(count)")
+            let (c, o) = locate(position)
+            return chunks[c][o]
+        }
+        set {
+            precondition(position >= 0 && position < count, "ChunkedArray: index \(position) out of 0..<\(count)")
+            let (c, o) = locate(position)
+            chunks[c][o] = newValue
+        }
+    }
+
+    public struct Iterator: IteratorProtocol {
+        fileprivate let chunks: [[Element]]
+        fileprivate var chunk = 0
+        fileprivate var offset = 0
+        public mutating func next() -> Element? {
+            while chunk < chunks.count {
+                if offset < chunks[chunk].count {
+                    defer { offset += 1 }
+                    return chunks[chunk][offset]
+                }
+                chunk += 1
+                offset = 0
+            }
+            return nil
+        }
+    }
+
+    public func makeIterator() -> Iterator { Iterator(chunks: chunks) }
+}
+
+extension ChunkedArray: ExpressibleByArrayLiteral {
+    public init(arrayLiteral elements: Element...) { self.init(elements) }
+}
+
+extension ChunkedArray: Equatable where Element: Equatable {
+    public static func == (a: ChunkedArray, b: ChunkedArray) -> Bool {
+        a.count == b.count && a.elementsEqual(b)
+    }
+}
+
+extension ChunkedArray: Hashable where Element: Hashable {
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(count)
+        for e in self { hasher.combine(e) }
+    }
+}
+
+extension ChunkedArray: Sendable where Element: Sendable {}
+
+extension ChunkedArray: CustomStringConvertible {
+    public var description: String { Array(self).description }
+}
