@@ -590,14 +590,14 @@ public final class GatewayRuntime: Sendable {
 actor PublishingLoop {
     private var planner: PublishPlanner
     private var gatt: [BluetoothAddress: [Reading]] = [:]
-    private var lastList: Loadable<[DeviceListPresenter.Row]> = .loading
+    private var lastList: Loadable<DeviceListPresenter.Rows> = .loading
     private let deadline = StateStore<Date?>(nil)
     /// After ``allOffline()``: a list state still in flight must not bring devices back.
     private var stopped = false
 
     init(planner: PublishPlanner) { self.planner = planner }
 
-    func listChanged(_ list: Loadable<[DeviceListPresenter.Row]>, changes: DeviceListPresenter.RowChanges?, now: Date) -> [OutgoingMessage] {
+    func listChanged(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?, now: Date) -> [OutgoingMessage] {
         guard !stopped else { return [] }
         lastList = list
         let out = planner.update(list, changes: changes, gatt: gatt, now: now)

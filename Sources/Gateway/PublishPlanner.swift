@@ -103,7 +103,7 @@ public struct PublishPlanner: Sendable {
     /// subscribed characteristics, merged into their state. `changes`: the
     /// rows that differ from the previous state's (the list presenter's
     /// `changes`); only they are looked at, O(changed). nil: every row is.
-    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>, changes: DeviceListPresenter.RowChanges?,
+    public mutating func update(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?,
                                 gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
         guard let changes, case .loaded = list, listLoaded else { return update(list, gatt: gatt, now: now) }
         var out: [OutgoingMessage] = []
@@ -118,7 +118,7 @@ public struct PublishPlanner: Sendable {
     /// ``update(_:changes:gatt:now:)`` for devices named by address (a
     /// watched device's GATT readings changed): their rows are looked up in
     /// `list` (O(rows) hash checks, no copying).
-    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>, changed: Set<BluetoothAddress>?,
+    public mutating func update(_ list: Loadable<DeviceListPresenter.Rows>, changed: Set<BluetoothAddress>?,
                                 gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
         guard let changed, case let .loaded(rows) = list else { return update(list, gatt: gatt, now: now) }
         var changes = DeviceListPresenter.RowChanges()
@@ -135,7 +135,7 @@ public struct PublishPlanner: Sendable {
     }
 
     /// A new device-list state, every row looked at.
-    public mutating func update(_ list: Loadable<[DeviceListPresenter.Row]>,
+    public mutating func update(_ list: Loadable<DeviceListPresenter.Rows>,
                                 gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
         var out: [OutgoingMessage] = []
         guard case let .loaded(rows) = list else {

@@ -90,7 +90,7 @@ public final class DeviceListPresenter: Presenter {
         /// that comparing two states after a keyed update stops here instead
         /// of walking every row.
         public var changes: RowChanges?
-        public var devices: Loadable<[Row]> = .loading
+        public var devices: Loadable<Rows> = .loading
         public var scan: Scan = .off
         public var filter = Filter()
         public var sort: Sort = .rssi
@@ -98,6 +98,11 @@ public final class DeviceListPresenter: Presenter {
         public var formats: [String] = []
         public init() {}
     }
+
+    /// The list's rows, in order. Chunked: the presenter moves a changed
+    /// row without moving every row after it, and without copying the whole
+    /// list when a consumer still holds the last state.
+    public typealias Rows = ChunkedArray<Row>
 
     /// What one state changed in the list, by device.
     public struct RowChanges: Sendable, Equatable {
@@ -238,7 +243,7 @@ public final class DeviceListPresenter: Presenter {
             } else {
                 let sorted = DeviceListPresenter.kept(snapshot.devices, filter: s.filter, sort: s.sort, now: time,
                                                       expiry: expiry, watches: watches)
-                s.devices = .loaded(sorted.map { DeviceListPresenter.row($0, now: time, expiry: expiry, watches: watches) })
+                s.devices = .loaded(ChunkedArray(sorted.lazy.map { DeviceListPresenter.row($0, now: time, expiry: expiry, watches: watches) }))
                 latest.sorted = ChunkedArray(sorted)
                 latest.formatCounts = snapshot.devices.reduce(into: [:]) { counts, d in if let f = d.format { counts[f, default: 0] += 1 } }
                 s.formats = latest.formatCounts.keys.sorted()

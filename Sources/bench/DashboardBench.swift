@@ -29,7 +29,7 @@ enum DashboardBench {
             return 1
         }
         var view = DashboardView(now: Date(timeIntervalSince1970: 1_800_000_000))
-        view.list.devices = .loaded(rows)
+        view.list.devices = .loaded(ChunkedArray(rows))
         view.list.scan = .off
         view.listCursor = 3
         var changed = view

@@ -58,7 +58,7 @@ import TerminalUI
 
     func listView() throws -> DashboardView {
         var v = base()
-        v.list.devices = .loaded(try rows())
+        v.list.devices = .loaded(ChunkedArray(try rows()))
         v.list.scan = .on
         v.list.formats = ["bthome", "govee", "ibeacon", "ruuvi"]
         v.listCursor = 1
@@ -135,7 +135,7 @@ import TerminalUI
 
     func logView() throws -> DashboardView {
         var v = base()
-        v.list.devices = .loaded(try rows())
+        v.list.devices = .loaded(ChunkedArray(try rows()))
         v.screen = .eventLog
         v.log.entries = .loaded([
             EventLogPresenter.Row(id: 1, at: t0.addingTimeInterval(-120), severity: .info, message: "bluetoothd is running", device: nil),

@@ -141,7 +141,7 @@ import Testing
         for a in addresses { rows[a] = try row(a, temperature: 20) }
         func list() -> [DeviceListPresenter.Row] { addresses.compactMap { rows[$0] } }
         var now = t0
-        #expect(full.update(.loaded(list()), now: now) == keyed.update(.loaded(list()), now: now))
+        #expect(full.update(.loaded(ChunkedArray(list())), now: now) == keyed.update(.loaded(ChunkedArray(list())), now: now))
         for round in 0..<400 {
             now = now.addingTimeInterval(Double(next(4)))
             var changed: Set<BluetoothAddress> = []
@@ -156,8 +156,8 @@ import Testing
                 }
                 changed.insert(try BluetoothAddress(a))
             }
-            let a = perDevice(full.update(.loaded(list()), now: now))
-            let b = perDevice(keyed.update(.loaded(list()), changed: changed, now: now))
+            let a = perDevice(full.update(.loaded(ChunkedArray(list())), now: now))
+            let b = perDevice(keyed.update(.loaded(ChunkedArray(list())), changed: changed, now: now))
             #expect(a == b, "round \(round): \(a.mapValues(kinds)) vs \(b.mapValues(kinds))")
             #expect(full.nextDeadline == keyed.nextDeadline, "round \(round)")
             if a != b { return }

@@ -63,7 +63,7 @@ import Domain
             repo.emit(DeviceListSnapshot(availability: .available, devices: devices, version: version, changed: changed, positions: positions))
             let expected = P.rows(devices, filter: filter, sort: sort, now: start, expiry: expiry)
             let formats = Array(Set(devices.compactMap(\.format))).sorted()
-            let settled = await waitFor(presenter) { $0.devices == .loaded(expected) && $0.formats == formats }
+            let settled = await waitFor(presenter) { $0.devices == .loaded(ChunkedArray(expected)) && $0.formats == formats }
             #expect(settled, "round \(round): rows differ from a full rebuild")
             if !settled { return }
             if presenter.state.changes?.ids == changed { incremental += 1 }
@@ -75,7 +75,7 @@ import Domain
         devices[0].rssi = 10
         repo.emit(DeviceListSnapshot(availability: .available, devices: devices, version: version, changed: [devices[0].id], positions: positions))
         let expected = P.rows(devices, filter: filter, sort: sort, now: start, expiry: expiry)
-        #expect(await waitFor(presenter) { $0.devices == .loaded(expected) })
+        #expect(await waitFor(presenter) { $0.devices == .loaded(ChunkedArray(expected)) })
         #expect(presenter.state.changes == nil)
     }
 }
