@@ -25,7 +25,11 @@ public struct BlueZSnapshot: Sendable, Equatable {
     /// Whether bluetoothd is on the bus. When false everything below is empty
     /// (never stale data from a previous bluetoothd).
     public internal(set) var available = false
-    /// Every object's interfaces and properties, as last received.
+    /// Every object's interfaces and properties, as last received — except
+    /// Device1's, which live only in ``devices`` (its entry here is an empty
+    /// marker): one representation per device, not the received dictionaries
+    /// next to the typed model (half the mirror's memory per device). Read
+    /// them whole with Properties.GetAll when needed (`blecompanion info`).
     public internal(set) var objects: [ObjectPath: [String: [String: DBusValue]]] = [:]
     public internal(set) var adapters: [AdapterID: Adapter] = [:]
     public internal(set) var devices: [DeviceID: Device] = [:]
@@ -82,8 +86,7 @@ public struct BlueZSnapshot: Sendable, Equatable {
     mutating func reset(to managed: [ObjectPath: [String: [String: DBusValue]]]) {
         self = BlueZSnapshot()
         available = true
-        objects = managed
-        for path in managed.keys { rebuild(path) }
+        for (path, interfaces) in managed { add(path, interfaces) }
     }
 
     mutating func markUnavailable() {
@@ -91,14 +94,18 @@ public struct BlueZSnapshot: Sendable, Equatable {
     }
 
     mutating func add(_ path: ObjectPath, _ interfaces: [String: [String: DBusValue]]) {
+        if let properties = interfaces[BlueZInterface.device], let id = DeviceID(path: path) {
+            devices[id] = Device(id: id, properties: properties)
+        }
         objects[path, default: [:]].merge(interfaces) { _, new in new }
-        rebuild(path)
+        if objects[path]?[BlueZInterface.device] != nil { objects[path]?[BlueZInterface.device] = [:] }
+        rebuild(path, only: Set(interfaces.keys).subtracting([BlueZInterface.device]))
     }
 
     mutating func remove(_ path: ObjectPath, _ interfaces: [String]) {
         for i in interfaces { objects[path]?[i] = nil }
         if objects[path]?.isEmpty == true { objects[path] = nil }
-        rebuild(path, removed: Set(interfaces))
+        rebuild(path, only: Set(interfaces))
     }
 
     /// Returns false when the object or interface is unknown (the change is
@@ -113,6 +120,22 @@ public struct BlueZSnapshot: Sendable, Equatable {
         // One hash lookup per table, then in-place updates: this runs for
         // every RSSI/advertising change of every device.
         guard let at = objects.index(forKey: path), objects.values[at][interface] != nil else { return false }
+        if interface == BlueZInterface.device {
+            // The typed model is the only copy: it reads the changed keys from
+            // the changed values (an invalidated key is absent: its default).
+            guard let id = DeviceID(path: path), let d = devices.index(forKey: id) else { return false }
+            var changed: [String: DBusValue] = [:]
+            var keys: [String] = []
+            keys.reserveCapacity(entries.count + invalidated.count)
+            for e in entries {
+                guard case let .string(k) = e.key else { continue }
+                changed[k] = e.value.unwrappingOneVariant
+                keys.append(k)
+            }
+            keys.append(contentsOf: invalidated)
+            devices.values[d].update(keys, from: changed)
+            return true
+        }
         var keys: [String] = []
         keys.reserveCapacity(entries.count + invalidated.count)
         for e in entries {
@@ -124,28 +147,21 @@ public struct BlueZSnapshot: Sendable, Equatable {
             objects.values[at][interface]?[name] = nil
             keys.append(name)
         }
-        // The common case, a device's RSSI/advertising data: update only the
-        // changed fields of the typed model.
-        if interface == BlueZInterface.device, let id = DeviceID(path: path), let d = devices.index(forKey: id),
-           let merged = objects.values[at][interface] {
-            devices.values[d].update(keys, from: merged)
-            return true
-        }
-        rebuild(path, only: interface)
+        rebuild(path, only: [interface])
         return true
     }
 
-    private mutating func rebuild(_ path: ObjectPath, only: String? = nil, removed: Set<String> = []) {
+    /// The typed models of `only`'s interfaces at `path`, from `objects`
+    /// (Device1: only its removal; its model is built in `add`).
+    private mutating func rebuild(_ path: ObjectPath, only: Set<String>) {
         let ifaces = objects[path] ?? [:]
-        func wants(_ i: String) -> Bool { only == nil || only == i || removed.contains(i) }
+        func wants(_ i: String) -> Bool { only.contains(i) }
         if wants(BlueZInterface.adapter) {
             let id = AdapterID(path: path)
             adapters[id] = ifaces[BlueZInterface.adapter].map { Adapter(id: id, properties: $0) }
         }
         if let id = DeviceID(path: path) {
-            if wants(BlueZInterface.device) {
-                devices[id] = ifaces[BlueZInterface.device].map { Device(id: id, properties: $0) }
-            }
+            if wants(BlueZInterface.device), ifaces[BlueZInterface.device] == nil { devices[id] = nil }
             if wants(BlueZInterface.battery) {
                 batteries[id] = ifaces[BlueZInterface.battery].flatMap { props -> UInt8? in
                     if case let .byte(p)? = props["Percentage"]?.unwrapped { return p }

@@ -64,11 +64,23 @@ import DBus
         let invalidated = snap.change(devPath, "org.bluez.Device1", [:], ["RSSI"])
         #expect(invalidated)
         #expect(snap.devices[id]?.rssi == nil)
+        // A change of other keys keeps the rest of the typed model (the
+        // received dictionary is not kept: Device1's entry is an empty marker).
+        let manufacturer = snap.change(devPath, "org.bluez.Device1", ["ManufacturerData": .dictionary(key: .uint16, value: .variant,
+            [DBusDictEntry(.uint16(0x0499), .variant(.bytes([5, 9])))])], [])
+        #expect(manufacturer)
+        #expect(snap.devices[id]?.manufacturerData == [0x0499: [5, 9]])
+        #expect(snap.devices[id]?.name == "ATC_DDEEFF" && snap.devices[id]?.addressType == "random")
+        #expect(snap.devices[id]?.serviceData == ["0000181a-0000-1000-8000-00805f9b34fb": [9]])
+        #expect(snap.objects[devPath]?["org.bluez.Device1"] == [:])
+        // Another interface added to the device's path leaves its model alone.
+        snap.add(devPath, ["org.bluez.MediaControl1": ["Connected": .boolean(false)]])
+        #expect(snap.devices[id]?.manufacturerData == [0x0499: [5, 9]] && snap.devices[id]?.name == "ATC_DDEEFF")
 
         snap.remove(devPath, ["org.bluez.Battery1"])
         #expect(snap.batteries[id] == nil)
         #expect(snap.devices[id] != nil)
-        snap.remove(devPath, ["org.bluez.Device1"])
+        snap.remove(devPath, ["org.bluez.Device1", "org.bluez.MediaControl1"])
         #expect(snap.devices[id] == nil)
         #expect(snap.objects[devPath] == nil)
         // A late PropertiesChanged for a removed object is ignored, not resurrected.

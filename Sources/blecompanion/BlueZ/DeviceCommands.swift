@@ -130,7 +130,10 @@ struct InfoCommand: AsyncParsableCommand {
             var tree: [[String: Any]] = []
             var lines: [String] = []
             lines.append("Device \(device.address) (\(device.addressType ?? "public"))")
-            for (k, v) in (snap.objects[device.id.path]?[BlueZInterface.device] ?? [:]).sorted(by: { $0.key < $1.key }) { lines.append("  \(k): \(propertyText(v))") }
+            // Every property as bluetoothd has it now (the mirror keeps only the typed model).
+            let properties = try await DBusProxy(connection: client.connection, destination: BlueZInterface.service,
+                                                 path: device.id.path, interface: BlueZInterface.device).allProperties()
+            for (k, v) in properties.sorted(by: { $0.key < $1.key }) { lines.append("  \(k): \(propertyText(v))") }
             if let b = snap.batteries[device.id] { lines.append("  Battery: \(b) %") }
             let decoded = decodedAdvertisement(device, bindkey: try options.bindkeys()[device.address])
             if !decoded.isEmpty { lines.append("  Decoded advertisement: \(readingsText(decoded))") }
