@@ -117,6 +117,28 @@ public enum TopicSafe {
     /// A key usable as a JSON member and as `value_json.<key>` in a Home
     /// Assistant template: lower-case `[a-z0-9_]`, never starting with a digit.
     public static func key(_ s: String) -> String {
+        // The common case (a decoder's label such as "x" or "probe_1") is
+        // already a key: returned as it is, without building a new string.
+        isKey(s) ? s : rewrittenKey(s)
+    }
+
+    /// Whether ``rewrittenKey(_:)`` would return `s` unchanged (a
+    /// conservative check: false sends a string the long way).
+    static func isKey(_ s: String) -> Bool {
+        var previous: UInt8 = 0
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"): break
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): if previous == 0 { return false }
+            case UInt8(ascii: "_"): if previous == 0 || previous == b { return false }
+            default: return false
+            }
+            previous = b
+        }
+        return previous != 0 && previous != UInt8(ascii: "_")
+    }
+
+    static func rewrittenKey(_ s: String) -> String {
         let safe = id(s.lowercased().replacingOccurrences(of: "-", with: "_"), fallback: "x")
         if let first = safe.unicodeScalars.first, ("0"..."9").contains(first) { return "_" + safe }
         return safe

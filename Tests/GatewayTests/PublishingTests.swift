@@ -31,6 +31,25 @@ private func object(_ message: OutgoingMessage) throws -> [String: Any] {
 }
 
 @Suite struct TopicTests {
+    /// The fast path of TopicSafe.key returns a string unchanged only when
+    /// the full rewrite would: checked on every string of up to four
+    /// characters from an alphabet with each case the rules distinguish.
+    @Test func keyFastPathAgreesWithTheRewrite() {
+        let alphabet: [Character] = ["a", "z", "0", "9", "_", "-", "A", " ", "é", "/"]
+        var strings: [String] = [""]
+        var level: [String] = [""]
+        for _ in 0..<4 {
+            level = level.flatMap { s in alphabet.map { s + String($0) } }
+            strings += level
+        }
+        var fast = 0
+        for s in strings {
+            #expect(TopicSafe.key(s) == TopicSafe.rewrittenKey(s), "\(s)")
+            if TopicSafe.isKey(s) { fast += 1; #expect(TopicSafe.rewrittenKey(s) == s, "\(s)") }
+        }
+        #expect(fast > 100)   // the fast path is taken, not only the rewrite
+    }
+
     @Test func deviceTopics() throws {
         let a = try address()
         #expect(topics.gatewayAvailability == "blecompanion/pi-kitchen/status")
