@@ -37,6 +37,17 @@ public final class OutboundQueue: Sendable {
     /// The dropped count, read once at open and kept by `enqueue` next to the
     /// table's (metrics read it after every depth change: no query each time).
     private let droppedCount: Mutex<Int>
+    /// The table's rows in memory while they are few (all of them, or
+    /// `complete` is false and reads go to SQLite): in steady state the
+    /// publisher takes what was just enqueued without a query. Changed
+    /// only when a write commits, in commit order.
+    private let memory: Mutex<Memory>
+    private struct Memory {
+        var messages: [QueuedMessage] = []
+        var complete: Bool
+    }
+    /// At most this many rows are kept in memory.
+    public static let memoryLimit = 1_024
 
     /// Opens (creating as needed) the queue at `path`.
     public init(path: String, capacity: Int = 100_000) throws(DomainError) {
@@ -51,6 +62,7 @@ public final class OutboundQueue: Sendable {
             depthStore = StateStore(count, bufferLimit: 16)
             self.count = Mutex(count)
             droppedCount = Mutex(dropped)
+            memory = Mutex(Memory(complete: count == 0))
         } catch {
             throw DomainError("cannot open the outbound queue \(path): \(error)")
         }
@@ -117,23 +129,39 @@ public final class OutboundQueue: Sendable {
                     try insert.execute(arguments: [m.topic, Data(m.payload), m.retain, m.qos, time.timeIntervalSince1970])
                     ids.append(db.lastInsertedRowID)
                 }
+                let queued = zip(ids, messages).map { id, m in
+                    QueuedMessage(id: id, topic: m.topic, payload: m.payload, retain: m.retain, qos: m.qos, enqueuedAt: time)
+                }
                 var depth = count.withLock { $0 } + messages.count
+                var excess = 0
                 if depth > capacity {
-                    let excess = depth - capacity
+                    excess = depth - capacity
                     try db.cachedStatement(sql: "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT ?)")
                         .execute(arguments: [excess])
                     try db.cachedStatement(sql: "UPDATE outboxStats SET value = value + ? WHERE key = 'dropped'")
                         .execute(arguments: [excess])
                     depth = capacity
-                    // Counted in memory once the transaction commits (a rollback must not count).
-                    db.afterNextTransaction(onCommit: { _ in self.droppedCount.withLock { $0 += excess } })
                 }
-                // Inside the (serialized) write: concurrent producers publish their
-                // depths in commit order, so the last one published is the current one.
-                // The count is set only here and in `acknowledge`, both inside the
-                // writer, so it stays the table's row count (no O(n) count(*) per message).
-                count.withLock { $0 = depth }
-                depthStore.update { $0 = depth }
+                // Once committed (a rollback changes nothing), on the serialized
+                // writer: the count, the dropped count, the rows in memory and
+                // then the depth (which wakes the publisher) change in commit order.
+                // The count is kept here and in `acknowledge` only, so it stays
+                // the table's row count (no O(n) count(*) per message).
+                let limit = Self.memoryLimit
+                db.afterNextTransaction(onCommit: { [depth, excess] _ in
+                    self.count.withLock { $0 = depth }
+                    if excess > 0 { self.droppedCount.withLock { $0 += excess } }
+                    self.memory.withLock { m in
+                        guard m.complete else { return }
+                        if m.messages.count + queued.count <= limit {
+                            m.messages.append(contentsOf: queued)
+                            m.messages.removeFirst(min(excess, m.messages.count))
+                        } else {
+                            m = Memory(complete: false)   // a backlog: read from SQLite until it is gone
+                        }
+                    }
+                    self.depthStore.update { $0 = depth }
+                })
                 return ids
             }
         } catch {
@@ -145,6 +173,7 @@ public final class OutboundQueue: Sendable {
     /// query while the queue is empty).
     public func oldest(_ limit: Int) throws(DomainError) -> [QueuedMessage] {
         guard limit > 0, count.withLock({ $0 }) > 0 else { return [] }
+        if let kept = memory.withLock({ m in m.complete ? Array(m.messages.prefix(limit)) : nil }) { return kept }
         do {
             return try pool.read { db in
                 let select = try db.cachedStatement(sql: "SELECT id, topic, payload, retain, qos, enqueuedAt FROM outbox ORDER BY id LIMIT ?")
@@ -176,8 +205,23 @@ public final class OutboundQueue: Sendable {
                     try delete.execute(arguments: [id])
                     removed += db.changesCount
                 }
-                let depth = count.withLock { c -> Int in c = max(0, c - removed); return c }
-                depthStore.update { $0 = depth }   // in commit order, as in `enqueue`
+                let depth = max(0, count.withLock { $0 } - removed)
+                let gone = Set(ids)
+                db.afterNextTransaction(onCommit: { _ in   // as in `enqueue`
+                    self.count.withLock { $0 = depth }
+                    self.memory.withLock { m in
+                        if m.complete {
+                            // Usually the oldest: a prefix.
+                            var k = 0
+                            while k < m.messages.count, gone.contains(m.messages[k].id) { k += 1 }
+                            m.messages.removeFirst(k)
+                            if k < gone.count { m.messages.removeAll { gone.contains($0.id) } }
+                        } else if depth == 0 {
+                            m = Memory(complete: true)   // the backlog is gone: nothing to read
+                        }
+                    }
+                    self.depthStore.update { $0 = depth }
+                })
             }
         } catch {
             throw DomainError("cannot remove \(ids.count == 1 ? "message \(ids[0])" : "\(ids.count) messages") from the outbound queue: \(error)")

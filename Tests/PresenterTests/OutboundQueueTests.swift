@@ -11,6 +11,40 @@ import Testing
     }
     var path: String { dir.appendingPathComponent("outbox.sqlite").path }
 
+    /// The rows kept in memory (the steady state) and those read from
+    /// SQLite (a backlog past `memoryLimit`, or one found at open) give the
+    /// same messages, and the queue goes back to memory once drained.
+    @Test func memoryAndSQLiteReadsAgreeThroughABacklog() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let q = try OutboundQueue(path: path, capacity: 5_000)
+        func batch(_ range: Range<Int>) -> [OutboundQueue.Outgoing] {
+            range.map { OutboundQueue.Outgoing(topic: "t/\($0)", payload: Array("\($0)".utf8), retain: $0 % 2 == 0, qos: $0 % 3) }
+        }
+        try q.enqueue(batch(0..<10), at: t0)
+        let fromMemory = try q.oldest(4)
+        #expect(fromMemory.map(\.topic) == ["t/0", "t/1", "t/2", "t/3"])
+        // Past the limit: the same oldest rows, now from SQLite.
+        let more = OutboundQueue.memoryLimit + 50
+        for start in stride(from: 10, to: 10 + more, by: 100) { try q.enqueue(batch(start..<min(start + 100, 10 + more)), at: t0) }
+        #expect(q.depth == 10 + more)
+        #expect(try q.oldest(4) == fromMemory)
+        // Acknowledged in batches, as the publisher does; the order holds throughout.
+        var next = 0
+        while q.depth > 0 {
+            let page = try q.oldest(64)
+            #expect(page.map(\.topic) == (next..<next + page.count).map { "t/\($0)" })
+            try q.acknowledge(page.map(\.id))
+            next += page.count
+        }
+        #expect(next == 10 + more)
+        // Drained: new messages are served from memory again, the same as a reopened queue reads them.
+        try q.enqueue(batch(0..<3), at: t0.addingTimeInterval(1))
+        let again = try q.oldest(10)
+        #expect(again.map(\.topic) == ["t/0", "t/1", "t/2"] && again.map(\.qos) == [0, 1, 2] && again.map(\.retain) == [true, false, true])
+        #expect(try OutboundQueue(path: path).oldest(10) == again)
+    }
+
     @Test func keepsOrderAcrossReopeningAndRemovesWhatWasAcknowledged() throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
