@@ -66,7 +66,6 @@ public final class BlueZDeviceControl: DeviceControl {
 
     private func apply(_ event: BlueZEvent) {
         let time = now()
-        let mirror = client.mirror.snapshot()
         var concerned: DeviceID?
         var everyone = false
         switch event {
@@ -79,7 +78,7 @@ public final class BlueZDeviceControl: DeviceControl {
             if interface == BlueZInterface.adapter { everyone = true; break }
             concerned = DeviceID(path: path) ?? GATTAttributeID(path: path)?.device
             if let id = concerned, interface == BlueZInterface.device {
-                if changed["RSSI"] != nil, let rssi = mirror.devices[id]?.rssi {
+                if changed["RSSI"] != nil, let rssi = client.mirror.read({ $0.devices[id]?.rssi }) {
                     state.withLock { s in
                         var h = s.rssi[id, default: []]
                         h.append(RSSISample(at: time, value: rssi))
@@ -92,6 +91,11 @@ public final class BlueZDeviceControl: DeviceControl {
                 }
             }
         }
+        // A copy of the mirror's tree only while a detail screen listens: held
+        // during the mirror's next change, it would make that change copy
+        // the whole tree (every device), once per advertisement.
+        let listening = state.withLock { s in s.subscribers.values.contains { everyone || $0.device == concerned } }
+        let mirror = listening ? client.mirror.snapshot() : BlueZSnapshot()
         state.withLock { s in
             for key in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { s.subscribers[key] = nil }
             if case let .interfacesRemoved(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
@@ -99,7 +103,7 @@ public final class BlueZDeviceControl: DeviceControl {
                 s.lastSeen[id] = nil
                 s.decoded.forget(id)
             }
-            for key in s.subscribers.keys {
+            for key in s.subscribers.keys where listening {
                 guard let sub = s.subscribers[key], everyone || sub.device == concerned else { continue }
                 let fresh = snapshot(of: sub.device, mirror, &s)
                 guard fresh != sub.last else { continue }
