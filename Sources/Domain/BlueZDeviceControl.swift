@@ -29,13 +29,14 @@ public final class BlueZDeviceControl: DeviceControl {
     private let gone = Mutex<[UInt64]>([])
     private let follower = Mutex<Task<Void, Never>?>(nil)
 
-    /// `rssiHistory`: how many RSSI samples are kept per device.
+    /// `rssiHistory`: how many RSSI samples are kept per device (0: none —
+    /// the gateway shows no history, and 120 samples are ~2 KB per device).
     public init(client: BlueZClient, rssiHistory: Int = 120, bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
                 now: @escaping @Sendable () -> Date = { Date() }) {
         self.client = client
         self.bindkeys = bindkeys
         self.now = now
-        self.rssiLimit = max(1, rssiHistory)
+        self.rssiLimit = max(0, rssiHistory)
         let events = client.mirror.events()
         let task = Task { [weak self] in
             for await event in events {
@@ -78,12 +79,11 @@ public final class BlueZDeviceControl: DeviceControl {
             if interface == BlueZInterface.adapter { everyone = true; break }
             concerned = DeviceID(path: path) ?? GATTAttributeID(path: path)?.device
             if let id = concerned, interface == BlueZInterface.device {
-                if changed["RSSI"] != nil, let rssi = client.mirror.read({ $0.devices[id]?.rssi }) {
+                if rssiLimit > 0, changed["RSSI"] != nil, let rssi = client.mirror.read({ $0.devices[id]?.rssi }) {
                     state.withLock { s in
-                        var h = s.rssi[id, default: []]
-                        h.append(RSSISample(at: time, value: rssi))
-                        if h.count > rssiLimit { h.removeFirst(h.count - rssiLimit) }
-                        s.rssi[id] = h
+                        // In place (a copy of the history per advertisement otherwise).
+                        s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
+                        if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }
                     }
                 }
                 if changed["RSSI"] != nil || changed["ManufacturerData"] != nil || changed["ServiceData"] != nil {

@@ -62,7 +62,18 @@ public protocol ReadingHistory: Sendable {
 public final class ReadingStore: ReadingHistory {
     private let pool: DatabasePool
     public let policy: RetentionPolicy
-    private let lastWrite = Mutex<[String: Date]>([:])
+    /// When each series was last stored (keyed by value: no string built per
+    /// reading, and the device's id shares its path with the record's).
+    /// Bounded: an entry older than `minimumInterval` says nothing (an absent
+    /// one means the same: store), so those go whenever the table doubles.
+    private let lastWrite = Mutex<(times: [SeriesKey: Date], pruneAt: Int)>(([:], 1_024))
+    /// Series whose last write is remembered now (tests: the table stays bounded).
+    var rememberedSeries: Int { lastWrite.withLock { $0.times.count } }
+    private struct SeriesKey: Hashable {
+        let device: DeviceID
+        let kind: ReadingKind
+        let label: String?
+    }
     private let revision = StateStore<[DeviceID: UInt64]>([:], bufferLimit: 16)
 
     /// Opens (creating and migrating as needed) the database at `path`.
@@ -123,14 +134,17 @@ public final class ReadingStore: ReadingHistory {
     public func record(_ records: [DeviceRecord], at time: Date) throws(DomainError) -> Int {
         guard !records.isEmpty else { return 0 }
         let at = time.timeIntervalSince1970
-        let due: [[(String, String, Double)]] = lastWrite.withLock { last in
-            records.map { record in
-                let device = record.id.path.rawValue
+        let due: [[(String, String, Double)]] = lastWrite.withLock { table in
+            if table.times.count >= table.pruneAt {
+                table.times = table.times.filter { time.timeIntervalSince($0.value) < policy.minimumInterval }
+                table.pruneAt = max(1_024, 2 * table.times.count)
+            }
+            return records.map { record in
                 return record.readings.compactMap { r -> (String, String, Double)? in
                     guard case let .number(v) = r.value, v.isFinite else { return nil }
-                    let key = "\(device)|\(r.kind.rawValue)|\(r.label ?? "")"
-                    if let t = last[key], time.timeIntervalSince(t) < policy.minimumInterval { return nil }
-                    last[key] = time
+                    let key = SeriesKey(device: record.id, kind: r.kind, label: r.label?.isEmpty == true ? nil : r.label)
+                    if let t = table.times[key], time.timeIntervalSince(t) < policy.minimumInterval { return nil }
+                    table.times[key] = time
                     return (r.kind.rawValue, r.label ?? "", v)
                 }
             }

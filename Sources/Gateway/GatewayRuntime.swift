@@ -162,7 +162,7 @@ public final class GatewayRuntime: Sendable {
         let bindkeys = options.bindkeys
         adapters = BlueZAdapterRepository(client: client)
         devices = BlueZDeviceRepository(client: client, adapter: options.adapter, bindkeys: { bindkeys[$0] }, scanner: adapters)
-        control = BlueZDeviceControl(client: client, bindkeys: { bindkeys[$0] })
+        control = BlueZDeviceControl(client: client, rssiHistory: 0, bindkeys: { bindkeys[$0] })
         manager = ConnectionManager(backend: BlueZConnectionBackend(client: client))
         recorder = ReadingRecorder(repository: devices, store: store)
         list = DeviceListPresenter(repository: devices, navigator: Navigator(),

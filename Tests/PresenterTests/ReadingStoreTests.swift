@@ -132,6 +132,27 @@ import BlueZ
         #expect(StoredReading.encode([]) == nil)
     }
 
+    /// Devices that come and go (phones with changing addresses) do not grow
+    /// the per-series write times for ever, and pruning keeps the interval.
+    @Test func theSeriesTimesStayBoundedAndStillHoldTheInterval() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try ReadingStore(path: dir.appendingPathComponent("db.sqlite").path)
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let adapter = AdapterID(path: "/org/bluez/hci0")
+        let passersBy = try (0..<3_000).map { i in
+            DeviceRecord(id: DeviceID(adapter: adapter, address: try BluetoothAddress(String(format: "C0:00:00:00:%02X:%02X", i / 256, i % 256))),
+                         readings: [Reading(.temperature, 20, unit: "°C")])
+        }
+        for (i, chunk) in stride(from: 0, to: passersBy.count, by: 500).enumerated() {
+            #expect(try store.record(Array(passersBy[chunk..<chunk + 500]), at: t0.addingTimeInterval(Double(i) * 120)) == 500)
+        }
+        // Each batch came two minutes after the one before: the older ones were pruned on the way.
+        #expect(store.rememberedSeries < 2_048)
+        #expect(try store.record(record(21.0), at: t0.addingTimeInterval(1_000)) == 2)
+        #expect(try store.record(record(21.5), at: t0.addingTimeInterval(1_030)) == 0)   // still within a minute
+        #expect(try store.record(record(22.0), at: t0.addingTimeInterval(1_061)) == 2)
+    }
+
     @Test func aBadPathSaysWhichFile() {
         #expect(throws: DomainError.self) { try ReadingStore(path: "/nonexistent-dir/x/db.sqlite") }
         do {
