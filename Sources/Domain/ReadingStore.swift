@@ -62,18 +62,20 @@ public protocol ReadingHistory: Sendable {
 public final class ReadingStore: ReadingHistory {
     private let pool: DatabasePool
     public let policy: RetentionPolicy
-    /// When each series was last stored (keyed by value: no string built per
-    /// reading, and the device's id shares its path with the record's).
-    /// Bounded: an entry older than `minimumInterval` says nothing (an absent
-    /// one means the same: store), so those go whenever the table doubles.
-    private let lastWrite = Mutex<(times: [SeriesKey: Date], pruneAt: Int)>(([:], 1_024))
-    /// Series whose last write is remembered now (tests: the table stays bounded).
-    var rememberedSeries: Int { lastWrite.withLock { $0.times.count } }
-    private struct SeriesKey: Hashable {
-        let device: DeviceID
+    /// When each series was last stored: per device, a short list (a device
+    /// has a handful of series) instead of a table keyed by series — a
+    /// fifth of the memory (~1.6 KB a device for that table) and no key
+    /// built per reading. Bounded: a device whose entries are all older
+    /// than `minimumInterval` says nothing (absent means the same: store),
+    /// so those go whenever the table doubles.
+    private let lastWrite = Mutex<(times: [DeviceID: [SeriesTime]], pruneAt: Int)>(([:], 1_024))
+    private struct SeriesTime {
         let kind: ReadingKind
         let label: String?
+        var at: Date
     }
+    /// Devices whose last writes are remembered now (tests: the table stays bounded).
+    var rememberedSeries: Int { lastWrite.withLock { $0.times.count } }
     private let revision = StateStore<[DeviceID: UInt64]>([:], bufferLimit: 16)
 
     /// Opens (creating and migrating as needed) the database at `path`.
@@ -136,17 +138,24 @@ public final class ReadingStore: ReadingHistory {
         let at = time.timeIntervalSince1970
         let due: [[(String, String, Double)]] = lastWrite.withLock { table in
             if table.times.count >= table.pruneAt {
-                table.times = table.times.filter { time.timeIntervalSince($0.value) < policy.minimumInterval }
+                table.times = table.times.filter { $0.value.contains { time.timeIntervalSince($0.at) < policy.minimumInterval } }
                 table.pruneAt = max(1_024, 2 * table.times.count)
             }
             return records.map { record in
-                return record.readings.compactMap { r -> (String, String, Double)? in
+                var series = table.times[record.id] ?? []
+                let due = record.readings.compactMap { r -> (String, String, Double)? in
                     guard case let .number(v) = r.value, v.isFinite else { return nil }
-                    let key = SeriesKey(device: record.id, kind: r.kind, label: r.label?.isEmpty == true ? nil : r.label)
-                    if let t = table.times[key], time.timeIntervalSince(t) < policy.minimumInterval { return nil }
-                    table.times[key] = time
+                    let label = r.label?.isEmpty == true ? nil : r.label
+                    if let i = series.firstIndex(where: { $0.kind == r.kind && $0.label == label }) {
+                        guard time.timeIntervalSince(series[i].at) >= policy.minimumInterval else { return nil }
+                        series[i].at = time
+                    } else {
+                        series.append(SeriesTime(kind: r.kind, label: label, at: time))
+                    }
                     return (r.kind.rawValue, r.label ?? "", v)
                 }
+                if !due.isEmpty { table.times[record.id] = series }
+                return due
             }
         }
         do {

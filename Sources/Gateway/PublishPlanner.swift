@@ -285,7 +285,9 @@ public struct PublishPlanner: Sendable {
     static func record(_ row: DeviceListPresenter.Row, extra: [Reading]) -> DeviceRecord {
         let name = row.title == row.id.address.description ? nil : row.title
         return DeviceRecord(id: row.id, name: name, rssi: row.rssi, paired: row.paired, connected: row.connected,
-                            trusted: row.trusted, format: row.format, readings: row.readings + extra, lastSeen: row.lastSeen)
+                            trusted: row.trusted, format: row.format,
+                            // Without GATT readings the row's array itself (shared, not a copy per device).
+                            readings: extra.isEmpty ? row.readings : row.readings + extra, lastSeen: row.lastSeen)
     }
 
     /// Whether two rows give the same content (RSSI, last seen and flags aside).
