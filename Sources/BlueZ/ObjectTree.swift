@@ -120,32 +120,26 @@ public struct BlueZSnapshot: Sendable, Equatable {
         // One hash lookup per table, then in-place updates: this runs for
         // every RSSI/advertising change of every device.
         guard let at = objects.index(forKey: path), objects.values[at][interface] != nil else { return false }
-        if interface == BlueZInterface.device {
-            // The typed model is the only copy: it reads the changed keys from
-            // the changed values (an invalidated key is absent: its default).
-            guard let id = DeviceID(path: path), let d = devices.index(forKey: id) else { return false }
-            var changed: [String: DBusValue] = [:]
-            var keys: [String] = []
-            keys.reserveCapacity(entries.count + invalidated.count)
-            for e in entries {
-                guard case let .string(k) = e.key else { continue }
-                changed[k] = e.value.unwrappingOneVariant
-                keys.append(k)
-            }
-            keys.append(contentsOf: invalidated)
-            devices.values[d].update(keys, from: changed)
-            return true
-        }
+        // Device1's typed model is its only copy: it reads the changed keys
+        // from the changed values (an invalidated key is absent: its
+        // default). Other interfaces keep their received properties.
+        let device = interface == BlueZInterface.device
+        var changed: [String: DBusValue] = [:]
         var keys: [String] = []
         keys.reserveCapacity(entries.count + invalidated.count)
         for e in entries {
             guard case let .string(k) = e.key else { continue }
-            objects.values[at][interface]?[k] = e.value.unwrappingOneVariant
+            if device { changed[k] = e.value.unwrappingOneVariant } else { objects.values[at][interface]?[k] = e.value.unwrappingOneVariant }
             keys.append(k)
         }
         for name in invalidated {
-            objects.values[at][interface]?[name] = nil
+            if !device { objects.values[at][interface]?[name] = nil }
             keys.append(name)
+        }
+        if device {
+            guard let id = DeviceID(path: path), let d = devices.index(forKey: id) else { return false }
+            devices.values[d].update(keys, from: changed)
+            return true
         }
         rebuild(path, only: [interface])
         return true

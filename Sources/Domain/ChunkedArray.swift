@@ -107,8 +107,6 @@ public struct ChunkedArray<Element> {
     }
 
     public mutating func append(_ element: Element) { insert(element, at: count) }
-
-    public mutating func removeAll() { self = ChunkedArray() }
 }
 
 extension ChunkedArray: RandomAccessCollection, MutableCollection {
@@ -161,13 +159,6 @@ extension ChunkedArray: ExpressibleByArrayLiteral {
 extension ChunkedArray: Equatable where Element: Equatable {
     public static func == (a: ChunkedArray, b: ChunkedArray) -> Bool {
         a.count == b.count && a.elementsEqual(b)
-    }
-}
-
-extension ChunkedArray: Hashable where Element: Hashable {
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(count)
-        for e in self { hasher.combine(e) }
     }
 }
 

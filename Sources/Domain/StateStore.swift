@@ -34,11 +34,16 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
             change(&s)
             guard s != i.state else { return }
             i.state = s
-            for id in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { i.subscribers[id] = nil }
-            // Yielded under the lock so that concurrent updates reach every
-            // subscriber in the order they were applied.
-            for (_, c) in i.subscribers { c.yield(s) }
+            publish(&i)
         }
+    }
+
+    /// Drops the subscribers that went away and yields the state to the
+    /// others — under `inner`'s lock, so that concurrent updates reach every
+    /// subscriber in the order they were applied.
+    private func publish(_ i: inout Inner) {
+        for id in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { i.subscribers[id] = nil }
+        for (_, c) in i.subscribers { c.yield(i.state) }
     }
 
     /// Reads part of the state under the lock (no copy of the parts not read).
@@ -51,9 +56,7 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
     public func modify(_ change: (inout State) -> Void) {
         inner.withLock { i in
             change(&i.state)
-            for id in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { i.subscribers[id] = nil }
-            let s = i.state
-            for (_, c) in i.subscribers { c.yield(s) }
+            publish(&i)
         }
     }
 

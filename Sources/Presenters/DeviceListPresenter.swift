@@ -264,23 +264,27 @@ public final class DeviceListPresenter: Presenter {
     private func updateIncrementally(from previous: DeviceListSnapshot, to snapshot: DeviceListSnapshot) -> Bool {
         guard let ids = snapshot.changes(since: previous.version), snapshot.positions != nil,
               snapshot.availability == .available, previous.availability == .available,
-              snapshot.scanning == previous.scanning, latest.sorted != nil else { return false }
+              snapshot.scanning == previous.scanning, var sorted = latest.sorted else { return false }
+        // Taken out of `latest` (and the rows out of the state, below) so that
+        // they change without a copy; a `false` below leads to a rebuild,
+        // which sets `latest.sorted` again.
+        latest.sorted = nil
         let time = now()
         let expiry = self.expiry
         let watches = latest.watches
-        // The list's settings, without a copy of the rows (which are changed in place below).
+        // The list's settings, without a copy of the rows.
         let (sort, filter, shown, formats) = store.read { s -> (Sort, Filter, Int?, [String]) in
             guard case let .loaded(rows) = s.devices else { return (s.sort, s.filter, nil, s.formats) }
             return (s.sort, s.filter, rows.count, s.formats)
         }
-        guard let shown, let count = latest.sorted?.count, shown == count else { return false }
+        guard shown == sorted.count else { return false }
         let needle = filter.text.lowercased()
         // First every check that can send us to a rebuild, on the list as it is
         // (whether a device is in it does not depend on the others' moves).
         var moves: [(old: DeviceRecord, new: DeviceRecord)] = []
         moves.reserveCapacity(ids.count)
         for id in ids {
-            guard let record = snapshot.record(id), let old = previous.record(id), let sorted = latest.sorted else { return false }
+            guard let record = snapshot.record(id), let old = previous.record(id) else { return false }
             let at = Self.insertionIndex(of: old, in: sorted, sort: sort)
             let there = at < sorted.count && sorted[at].id == id
             if !there, Self.keeps(old, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
@@ -288,10 +292,7 @@ public final class DeviceListPresenter: Presenter {
             }
             moves.append((old, record))
         }
-        // Then the moves, on lists only this presenter holds: taken out of
-        // `latest` and of the state, so that they change without a copy.
-        guard var sorted = latest.sorted else { return false }
-        latest.sorted = nil
+        // Then the moves.
         var formatsChanged = false
         var changes = RowChanges()
         let latest = self.latest
