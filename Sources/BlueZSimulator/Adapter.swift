@@ -153,14 +153,24 @@ extension BlueZSimulator {
         guard !a.sessions.contains(sender) else { throw bluezError("InProgress", "Operation already in progress") }
         a.sessions.insert(sender)
         watchClient(sender)
+        // bluetoothd replies first (the mgmt command is still running);
+        // Discovering and the first reports follow the reply.
+        Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(5))
+            await self?.discoveryBegan(id, sender: sender)
+        }
+        return []
+    }
+
+    private func discoveryBegan(_ id: String, sender: String) async {
+        guard let a = adapter(id), a.present, a.powered, a.sessions.contains(sender) else { return }
         if !a.discovering {
             a.discovering = true
             a.registration?.setProperty(BlueZ.adapter, "Discovering", .boolean(true))
-            log("discovery started on \(id)")
+            log("discovery started on \(a.spec.id)")
         }
         await scan(a)
         discoveryGate.continuation.yield()
-        return []
     }
 
     func stopDiscovery(_ id: String, sender: String) async throws -> [DBusValue] {
@@ -223,10 +233,9 @@ extension BlueZSimulator {
             guard let tx = d.txPower else { return false }
             if Int(tx) - Int(d.rssi) > Int(p) { return false }
         }
-        if !f.uuids.isEmpty {
-            let have = Set(d.uuids).union(d.serviceData.keys)
-            if have.isDisjoint(with: f.uuids) { return false }
-        }
+        // Only the advertised service-UUID lists, never service-data UUIDs
+        // (bluetoothd's is_filter_match() in src/adapter.c).
+        if !f.uuids.isEmpty, Set(d.uuids).isDisjoint(with: f.uuids) { return false }
         if let pattern = f.pattern, !pattern.isEmpty {
             let byAddress = d.spec.address.hasPrefix(pattern.uppercased())
             let byName = d.name?.hasPrefix(pattern) ?? false

@@ -62,7 +62,9 @@ struct DiscoveryFilter: Sendable, Equatable {
     var rssi: Int16?
     var pathloss: UInt16?
     var transport = "auto"
-    var duplicateData = true
+    /// false unless the filter says so, as parse_discovery_filter_dict() in
+    /// bluetoothd: identical ServiceData/ManufacturerData are not re-signalled.
+    var duplicateData = false
     var discoverable = false
     var pattern: String?
 }

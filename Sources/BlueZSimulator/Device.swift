@@ -237,7 +237,9 @@ extension BlueZSimulator {
             throw bluezError("Failed", "Operation canceled")
         }
         d.connecting = false
-        guard d.registration != nil, generation == d.connectionGeneration else { throw bluezError("Failed", "Disconnected") }
+        guard d.registration != nil else { throw bluezError("Failed", "Disconnected") }
+        // A Disconnect while pending cancels it (device_request_disconnect()).
+        guard generation == d.connectionGeneration else { throw bluezError("Failed", "br-connection-canceled") }
         if d.connectFailuresLeft > 0 {
             d.connectFailuresLeft -= 1
             log("device \(d.spec.address): connect fails (\(d.spec.faults.connectError.name))")
@@ -259,16 +261,25 @@ extension BlueZSimulator {
                 await self?.remoteDisconnect(i, generation: current)
             }
         }
-        try? await sleep(scenario.settings.serviceResolveDelay)
-        guard d.connected, d.connectionGeneration == current else { throw bluezError("Failed", "Disconnected") }
+        // bluetoothd replies at ATT link-up (att_connect_cb in device.c): the
+        // GATT objects, ServicesResolved and Battery1 come after the reply.
+        Task { [weak self] in
+            try? await self?.sleep(self?.scenario.settings.serviceResolveDelay ?? 0)
+            await self?.servicesResolved(i, generation: current)
+        }
+        return []
+    }
+
+    private func servicesResolved(_ i: Int, generation: Int) async {
+        let d = devices[i]
+        guard d.registration != nil, d.connected, d.connectionGeneration == generation else { return }
         await exportGATT(d)
+        d.servicesResolved = true
+        d.registration?.setProperties(BlueZ.device, ["ServicesResolved": .boolean(true), "UUIDs": strings(d.allUUIDs)])
         if let pct = d.battery, !d.hasBattery, let reg = d.registration {
             reg.addInterfaces([DBusExportedInterface(Self.batteryDescription, values: ["Percentage": .byte(pct)])])
             d.hasBattery = true
         }
-        d.servicesResolved = true
-        d.registration?.setProperties(BlueZ.device, ["ServicesResolved": .boolean(true), "UUIDs": strings(d.allUUIDs)])
-        return []
     }
 
     func remoteDisconnect(_ i: Int, generation: Int) {
@@ -280,7 +291,13 @@ extension BlueZSimulator {
 
     func disconnect(_ i: Int) throws -> [DBusValue] {
         let d = devices[i]
-        guard d.connected else { throw bluezError("NotConnected", "Not Connected") }
+        if d.connecting {
+            // Cancels the pending Connect, which fails; the device stays disconnected.
+            d.connectionGeneration += 1
+            return []
+        }
+        // Not connected: bluetoothd answers with an empty reply, no error.
+        guard d.connected else { return [] }
         linkLost(d)
         return []
     }

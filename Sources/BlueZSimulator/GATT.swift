@@ -146,10 +146,13 @@ extension BlueZSimulator {
     func readCharacteristic(_ i: Int, _ si: Int, _ ci: Int, _ options: [String: DBusValue]) throws -> [DBusValue] {
         let (_, c) = try liveCharacteristic(i, si, ci)
         let o = try gattOptions(options)
+        // bluetoothd checks no flags: the request goes to the device, and a
+        // strict device answers ATT Read Not Permitted (→ NotPermitted).
         let readable = c.spec.flags.contains { $0.hasSuffix("read") && $0 != "reliable-write" }
         guard readable else { throw bluezError("NotPermitted", "Read not permitted") }
         if let e = c.spec.readError { throw e.dbusError }
-        guard o.offset <= c.value.count else { throw bluezError("InvalidOffset", "Invalid offset") }
+        // ATT Invalid Offset, as gatt-client.c maps it.
+        guard o.offset <= c.value.count else { throw bluezError("InvalidArguments", "Invalid offset") }
         c.registration?.setProperty(BlueZ.gattCharacteristic, "Value", .bytes(c.value))
         return [.bytes(Array(c.value[o.offset...]))]
     }
@@ -159,16 +162,23 @@ extension BlueZSimulator {
         let o = try gattOptions(options)
         let flags = c.spec.flags
         let secureWrite = flags.contains { ["encrypt-write", "encrypt-authenticated-write", "secure-write"].contains($0) }
-        let allowed: Bool
-        switch o.type {
-        case "command"?: allowed = flags.contains("write-without-response")
-        case "request"?: allowed = flags.contains("write") || secureWrite
-        case "reliable"?: allowed = flags.contains("reliable-write")
-        default: allowed = flags.contains("write") || secureWrite || flags.contains("write-without-response")
-        }
-        guard allowed else { throw bluezError("NotPermitted", "Write not permitted") }
+        let writable = flags.contains("write") || secureWrite || flags.contains("reliable-write")
         if c.writeSocket != nil { throw bluezError("NotPermitted", "Write not permitted (acquired)") }
-        guard o.offset <= c.value.count else { throw bluezError("InvalidOffset", "Invalid offset") }
+        switch o.type {
+        case "command"?:
+            // Sent as an ATT Write Command whatever the flags; the device
+            // does not answer one, so a refused command is silently lost.
+            guard flags.contains("write-without-response") || writable else { return [] }
+        case "request"?, "reliable"?:
+            // A strict device refuses the request: ATT Write Not Permitted.
+            guard writable else { throw bluezError("NotPermitted", "Write not permitted") }
+        default:
+            // No type: bluetoothd picks from the flags, and has none to pick.
+            guard writable || flags.contains("write-without-response") else {
+                throw bluezError("NotSupported", "Operation is not supported")
+            }
+        }
+        guard o.offset <= c.value.count else { throw bluezError("InvalidArguments", "Invalid offset") }
         guard value.count <= 512 else { throw bluezError("InvalidValueLength", "Invalid Value Length") }
         try applyWrite(d, c, value, offset: o.offset)
         return []
@@ -286,7 +296,9 @@ extension BlueZSimulator {
             throw bluezError("NotSupported", "Operation is not supported")
         }
         guard c.notifySocket == nil else { throw bluezError("NotPermitted", "Notify acquired") }
-        guard !c.notifyClients.contains(sender) else { throw bluezError("InProgress", "In Progress") }
+        // The same client again: bluetoothd succeeds (InProgress only while
+        // its first request is still pending there, which is never here).
+        if c.notifyClients.contains(sender) { return [] }
         let first = c.notifyClients.isEmpty
         c.notifyClients.insert(sender)
         watchClient(sender)
@@ -343,7 +355,7 @@ extension BlueZSimulator {
         let desc = try liveDescriptor(i, si, ci, di)
         let o = try gattOptions(options)
         guard desc.spec.flags.contains(where: { $0.hasSuffix("read") }) else { throw bluezError("NotPermitted", "Read not permitted") }
-        guard o.offset <= desc.value.count else { throw bluezError("InvalidOffset", "Invalid offset") }
+        guard o.offset <= desc.value.count else { throw bluezError("InvalidArguments", "Invalid offset") }
         desc.registration?.setProperty(BlueZ.gattDescriptor, "Value", .bytes(desc.value))
         return [.bytes(Array(desc.value[o.offset...]))]
     }
@@ -355,7 +367,7 @@ extension BlueZSimulator {
         // (StartNotify/StopNotify); clients may not write it.
         if desc.spec.uuid == normalizeUUID("2902") { throw bluezError("NotPermitted", "Write not permitted") }
         guard desc.spec.flags.contains(where: { $0.hasSuffix("write") }) else { throw bluezError("NotPermitted", "Write not permitted") }
-        guard o.offset <= desc.value.count else { throw bluezError("InvalidOffset", "Invalid offset") }
+        guard o.offset <= desc.value.count else { throw bluezError("InvalidArguments", "Invalid offset") }
         desc.value = Array(desc.value.prefix(o.offset)) + value
         return []
     }

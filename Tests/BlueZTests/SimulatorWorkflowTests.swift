@@ -120,7 +120,13 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
             #expect(try await client.readValue(location.id) == [0x01])
             #expect(try await client.readValue(location.id, offset: 1) == [])
             await #expect(throws: BlueZError.self) { try await client.readValue(location.id, offset: 5) }
-            await #expect(throws: BlueZError.bluez(.notPermitted, message: "Write not permitted")) { try await client.writeValue(location.id, [2]) }
+            // No write flag and no write type: bluetoothd has no write to choose (NotSupported);
+            // a request goes to the device, which refuses it (ATT Write Not Permitted).
+            await #expect(throws: BlueZError.bluez(.notSupported, message: "Operation is not supported")) { try await client.writeValue(location.id, [2]) }
+            await #expect(throws: BlueZError.bluez(.notPermitted, message: "Write not permitted")) {
+                try await client.writeValue(location.id, [2], type: .request)
+            }
+            await #expect(throws: BlueZError.bluez(.invalidArguments, message: "Invalid offset")) { try await client.readValue(location.id, offset: 5) }
 
             // Notifications, and a write that makes the device notify.
             let stream = try await client.notifications(hrm.id)

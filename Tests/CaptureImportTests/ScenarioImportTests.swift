@@ -164,6 +164,10 @@ struct ScenarioImportTests {
         let device = DBusProxy(connection: client, destination: "org.bluez", path: try ObjectPath(devicePath), interface: "org.bluez.Device1")
         #expect(try await device.property("Name") == .string("HRM-Demo"))
         try await device.call("Connect")
+        // Connect replies at link-up, as bluetoothd's does; the GATT objects follow.
+        for _ in 0..<250 where try await device.property("ServicesResolved") != .boolean(true) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
         let objects = try await client.managedObjects(destination: "org.bluez")
         func characteristic(_ short: String) -> ObjectPath? {
             objects.first { $0.value["org.bluez.GattCharacteristic1"]?["UUID"] == .string(uuid(short)) }?.key
