@@ -127,6 +127,9 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private let memory: [DeviceID: RememberedDevice]
     private let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]?
     private let scanner: (any AdapterRepository)?
+    /// Only devices offering one of these services (lower-case 128-bit
+    /// UUIDs), in their UUID lists or as service data; empty: every device.
+    private let services: Set<String>
 
     /// `remembered`: what the database knows (ReadingStore.rememberedDevices),
     /// shown for a device bluetoothd knows until it is heard again.
@@ -134,9 +137,11 @@ public final class BlueZDeviceRepository: DeviceRepository {
     /// every decode, so a key added in the settings applies at once).
     public init(client: BlueZClient, adapter: String? = nil, remembered: [RememberedDevice] = [],
                 bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
-                scanner: (any AdapterRepository)? = nil, publishInterval: Duration = .milliseconds(25),
+                scanner: (any AdapterRepository)? = nil, services: Set<String> = [],
+                publishInterval: Duration = .milliseconds(25),
                 now: @escaping @Sendable () -> Date = { Date() }) {
         self.publishInterval = publishInterval
+        self.services = Set(services.map(BlueZSnapshot.normalizeUUID))
         self.client = client
         self.bindkeys = bindkeys
         self.scanner = scanner
@@ -256,6 +261,11 @@ public final class BlueZDeviceRepository: DeviceRepository {
             return (device, adapter.discovering == true)
         }
         guard let (device, discovering) = found else { return false }
+        if !offersService(device) {
+            // Filtered out and not listed: nothing to do. Listed: it stopped
+            // offering the service, so the whole refresh takes it out.
+            return state.withLock { $0.index[id] == nil }
+        }
         let time = now()
         let next: Next? = state.withLock { s in
             guard let index = s.index[id], index < s.records.count, s.records[index].id == id,
@@ -272,6 +282,17 @@ public final class BlueZDeviceRepository: DeviceRepository {
         guard let next else { return false }
         perform(next)
         return true
+    }
+
+    /// The service filter (`services`), applied here rather than in
+    /// bluetoothd: its discovery filter matches UUIDs only against the
+    /// advertised service lists (src/adapter.c), so a device that carries a
+    /// service only as service data, as BTHome (fcd2) does, would never be
+    /// reported.
+    private func offersService(_ device: Device) -> Bool {
+        if services.isEmpty { return true }
+        if device.uuids.contains(where: { services.contains($0.lowercased()) }) { return true }
+        return device.serviceData.keys.contains(where: { services.contains($0.lowercased()) })
     }
 
     private enum Next { case flushNow, schedule, nothing }
@@ -376,7 +397,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
             s.advertisements &+= UInt64(changed.count)
             return s.lastSeen
         }
-        let devices = adapter.map { snap.devices(on: $0.id) } ?? []
+        let devices = (adapter.map { snap.devices(on: $0.id) } ?? []).filter(offersService)
         let models: [[AdvertisementModel]] = state.withLock { s in
             if s.decoded.count > devices.count {
                 // Devices bluetoothd removed: forget their decoded data.

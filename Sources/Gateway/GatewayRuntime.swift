@@ -23,7 +23,13 @@ public struct GatewayOptions: Sendable {
     /// Start discovery (active scanning); false: listen to what bluetoothd
     /// reports for other clients' discovery only.
     public var activeScan: Bool
+    /// What bluetoothd's discovery filter gets: never UUIDs (see `services`).
     public var filter: DiscoveryFilter
+    /// Only devices offering one of these services, in their UUID lists or
+    /// as service data (`scan.filter.uuids`). Matched in our process: a
+    /// bluetoothd UUID filter matches only the UUID lists, so a BTHome
+    /// sensor (fcd2 as service data only) would never be reported.
+    public var services: [String]
     public var bindkeys: [BluetoothAddress: [UInt8]]
     /// Devices kept connected, with the characteristics (UUIDs) to subscribe to.
     public var watched: [BluetoothAddress: [String]]
@@ -62,6 +68,8 @@ public struct GatewayOptions: Sendable {
         self.adapter = adapter
         self.activeScan = activeScan
         self.filter = filter
+        self.services = filter.uuids
+        self.filter.uuids = []
         self.bindkeys = bindkeys
         self.watched = watched
         self.mqtt = mqtt
@@ -161,7 +169,8 @@ public final class GatewayRuntime: Sendable {
         self.queue = queue
         let bindkeys = options.bindkeys
         adapters = BlueZAdapterRepository(client: client)
-        devices = BlueZDeviceRepository(client: client, adapter: options.adapter, bindkeys: { bindkeys[$0] }, scanner: adapters)
+        devices = BlueZDeviceRepository(client: client, adapter: options.adapter, bindkeys: { bindkeys[$0] }, scanner: adapters,
+                                        services: Set(options.services))
         control = BlueZDeviceControl(client: client, rssiHistory: 0, bindkeys: { bindkeys[$0] })
         manager = ConnectionManager(backend: BlueZConnectionBackend(client: client))
         recorder = ReadingRecorder(repository: devices, store: store)

@@ -34,6 +34,29 @@ import Domain
         #expect(gone, "\(presenter.state)")
     }
 
+    /// `scan.filter.uuids: [fcd2]`: bluetoothd (and the simulator, which
+    /// follows it) matches filter UUIDs only against advertised UUID lists,
+    /// so the service filter is ours: a BTHome sensor carries fcd2 only as
+    /// service data and must still be listed; the heart strap lists 180d.
+    @Test func theServiceFilterMatchesServiceDataAndUUIDListsInOurProcess() async throws {
+        let sim = try await Simulated.start("demo-home.json")
+        defer { sim.bus.stop() }
+        for (service, expected) in [("fcd2", "SBHT-003C"), ("0000180d-0000-1000-8000-00805f9b34fb", "Polar H10 A1B2C3")] {
+            let repository = BlueZDeviceRepository(client: sim.client, services: [service])
+            let presenter = DeviceListPresenter(repository: repository, navigator: Navigator())
+            presenter.send(.scanToggled)
+            let found = await waitFor(presenter, within: 10) { state in
+                state.devices.value?.map(\.title) == [expected]
+            }
+            #expect(found, "\(service): \(presenter.state)")
+            // Other devices keep advertising: still only the one after a while.
+            try await Task.sleep(for: .milliseconds(1500))
+            #expect(presenter.state.devices.value?.map(\.title) == [expected], "\(service): \(presenter.state)")
+            presenter.send(.scanToggled)
+            _ = await waitFor(presenter, within: 5) { if case .off = $0.scan { return true } else { return false } }
+        }
+    }
+
     @Test func poweringTheAdapterOffEndsTheScanAndTheNextToggleStartsANewOne() async throws {
         let sim = try await Simulated.start("test-basic.json")
         defer { sim.bus.stop() }

@@ -53,7 +53,9 @@ struct ScanCommand: AsyncParsableCommand {
             let adapter = try options.adapter(of: client)
             let keys = try options.bindkeys()
             let events = client.mirror.events()
-            let filter = DiscoveryFilter(uuids: uuid.map(BlueZSnapshot.normalizeUUID), rssi: rssi,
+            // No UUIDs for bluetoothd: its filter never matches service-data
+            // UUIDs (BTHome's fcd2 is only that); `passes` matches both here.
+            let filter = DiscoveryFilter(rssi: rssi,
                                          transport: transport.flatMap(DiscoveryFilter.Transport.init(rawValue:)) ?? .le,
                                          duplicateData: duplicates)
             // Devices already in range (another client was discovering) are
