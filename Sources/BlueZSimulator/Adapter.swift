@@ -176,8 +176,17 @@ extension BlueZSimulator {
     func stopDiscovery(_ id: String, sender: String) async throws -> [DBusValue] {
         let a = try requirePowered(id)
         guard a.sessions.remove(sender) != nil else { throw bluezError("Failed", "No discovery started") }
-        if a.sessions.isEmpty { discoveryStopped(a) } else { await scan(a) }
+        // As StartDiscovery: the reply first, then Discovering=false.
+        Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(5))
+            await self?.discoveryEnded(id)
+        }
         return []
+    }
+
+    private func discoveryEnded(_ id: String) async {
+        guard let a = adapter(id), a.present, a.discovering else { return }
+        if a.sessions.isEmpty { discoveryStopped(a) } else { await scan(a) }
     }
 
     func discoveryStopped(_ a: AdapterState) {

@@ -290,7 +290,7 @@ extension BlueZSimulator {
         }
     }
 
-    func startNotify(_ i: Int, _ si: Int, _ ci: Int, sender: String) throws -> [DBusValue] {
+    func startNotify(_ i: Int, _ si: Int, _ ci: Int, sender: String) async throws -> [DBusValue] {
         let (d, c) = try liveCharacteristic(i, si, ci)
         guard c.spec.flags.contains("notify") || c.spec.flags.contains("indicate") else {
             throw bluezError("NotSupported", "Operation is not supported")
@@ -303,10 +303,16 @@ extension BlueZSimulator {
         c.notifyClients.insert(sender)
         watchClient(sender)
         guard first else { return [] }
+        // The first subscription writes the device's CCCD and replies when the
+        // device answered (a round trip; a second StartNotify meanwhile
+        // succeeds at once). bluetoothd does not signal the CCCD's Value.
+        try? await sleep(0.005)
+        guard c.notifyClients.contains(sender), c.registration != nil, d.connected else {
+            throw bluezError("Failed", "Disconnected")
+        }
         c.registration?.setProperty(BlueZ.gattCharacteristic, "Notifying", .boolean(true))
         if let ccc = c.descriptors.first(where: { $0.spec.uuid == normalizeUUID("2902") }) {
             ccc.value = c.spec.flags.contains("notify") ? [0x01, 0x00] : [0x02, 0x00]
-            ccc.registration?.setProperty(BlueZ.gattDescriptor, "Value", .bytes(ccc.value))
         }
         startNotificationTimeline(d, c)
         return []
@@ -339,10 +345,8 @@ extension BlueZSimulator {
             c.registration?.setProperty(BlueZ.gattCharacteristic, "NotifyAcquired", .boolean(false))
         }
         c.registration?.setProperty(BlueZ.gattCharacteristic, "Notifying", .boolean(false))
-        if let ccc = c.descriptors.first(where: { $0.spec.uuid == normalizeUUID("2902") }) {
-            ccc.value = [0, 0]
-            ccc.registration?.setProperty(BlueZ.gattDescriptor, "Value", .bytes(ccc.value))
-        }
+        // The device's CCCD changes; bluetoothd does not signal its cached Value.
+        if let ccc = c.descriptors.first(where: { $0.spec.uuid == normalizeUUID("2902") }) { ccc.value = [0, 0] }
     }
 
     func liveDescriptor(_ i: Int, _ si: Int, _ ci: Int, _ di: Int) throws -> DescriptorState {

@@ -94,7 +94,7 @@ final class AgentLog: @unchecked Sendable {
             #expect(try await eventually { try await client.managedObjects(destination: "org.bluez")[try ObjectPath(heart)] != nil })
             try await adapter.call("StopDiscovery")
             #expect(await errorName { try await adapter.call("StopDiscovery") } == "org.bluez.Error.Failed")
-            #expect(try await adapter.property("Discovering") == .boolean(false))
+            #expect(try await eventually(within: 2) { try await adapter.property("Discovering") == .boolean(false) })
         }
     }
 
@@ -255,6 +255,14 @@ final class AgentLog: @unchecked Sendable {
             try await device.call("Connect")
             #expect(try await device.property("Connected") == .boolean(true))
             #expect(try await eventually(within: 3) { try await device.property("Connected") == .boolean(false) })
+            // Disconnect during a pending Connect cancels it (device_request_disconnect() in
+            // bluetoothd): the Disconnect succeeds, the Connect fails, the device stays disconnected.
+            async let canceled: String? = errorName { try await device.call("Connect") }
+            try await Task.sleep(for: .milliseconds(300))
+            try await device.call("Disconnect")
+            #expect(await canceled == "org.bluez.Error.Failed")
+            try await Task.sleep(for: .milliseconds(2000))
+            #expect(try await device.property("Connected") == .boolean(false))
             // Powered off: NotReady.
             try await adapter.setProperty("Powered", .boolean(false))
             #expect(try await adapter.property("PowerState") == .string("off"))
