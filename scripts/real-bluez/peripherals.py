@@ -292,17 +292,9 @@ class Peripheral:
             self.subscribed[key] = task
 
     async def play_notifications(self, holder, timeline):
-        events = sorted(timeline.get("timeline", []), key=lambda e: float(e["at"]))
-        period = timeline.get("repeatEvery")
-        while True:
-            elapsed = 0.0
-            for event in events:
-                await asyncio.sleep(max(0.0, float(event["at"]) - elapsed))
-                elapsed = float(event["at"])
-                await self.set_value(holder, hex_bytes(event["value"]))
-            if not period:
-                return
-            await asyncio.sleep(max(0.0, float(period) - elapsed))
+        async def notify(event):
+            await self.set_value(holder, hex_bytes(event["value"]))
+        await play(timeline, notify)
 
     # Advertising -----------------------------------------------------------
     async def advertise(self):
@@ -318,29 +310,19 @@ class Peripheral:
             advertising_interval_min=250, advertising_interval_max=250)
 
     async def play_advertising(self):
-        timeline = self.spec.get("advertising")
-        if not timeline:
-            return
-        events = sorted(timeline.get("timeline", []), key=lambda e: float(e["at"]))
-        period = timeline.get("repeatEvery")
-        while True:
-            elapsed = 0.0
-            for event in events:
-                await asyncio.sleep(max(0.0, float(event["at"]) - elapsed))
-                elapsed = float(event["at"])
-                changed = False
-                for field in ("name", "uuids", "serviceData", "manufacturerData", "txPower"):
-                    if field in event and self.state.get(field) != event[field]:
-                        self.state[field] = event[field]
-                        changed = True
-                if "present" in event and bool(event["present"]) != self.advertising:
-                    self.advertising = bool(event["present"])
+        async def apply(event):
+            changed = False
+            for field in ("name", "uuids", "serviceData", "manufacturerData", "txPower"):
+                if field in event and self.state.get(field) != event[field]:
+                    self.state[field] = event[field]
                     changed = True
-                if changed and not self.connections:
-                    await self.advertise()
-            if not period:
-                return
-            await asyncio.sleep(max(0.0, float(period) - elapsed))
+            if "present" in event and bool(event["present"]) != self.advertising:
+                self.advertising = bool(event["present"])
+                changed = True
+            if changed and not self.connections:
+                await self.advertise()
+        if self.spec.get("advertising"):
+            await play(self.spec["advertising"], apply)
 
     # Connections and pairing -------------------------------------------------
     def configure_pairing(self):
@@ -417,6 +399,22 @@ class Peripheral:
         if "pairing" in self.spec:
             what.append("pairing " + self.spec["pairing"].get("method", "none"))
         return f"{self.address} {self.spec.get('name', '-')} ({self.scenario}): {', '.join(what)}"
+
+
+async def play(timeline, apply):
+    """Plays a scenario timeline ({"timeline": [{"at": …}], "repeatEvery"}),
+    calling apply(event) at each event's time, over and over if it repeats."""
+    events = sorted(timeline.get("timeline", []), key=lambda e: float(e["at"]))
+    period = timeline.get("repeatEvery")
+    while True:
+        elapsed = 0.0
+        for event in events:
+            await asyncio.sleep(max(0.0, float(event["at"]) - elapsed))
+            elapsed = float(event["at"])
+            await apply(event)
+        if not period:
+            return
+        await asyncio.sleep(max(0.0, float(period) - elapsed))
 
 
 def att_error_code(error):
