@@ -120,6 +120,8 @@ class Suite:
                 record = json.loads(line)
             except ValueError:
                 raise Failed(f"scan printed a line that is not JSON: {line[:200]}")
+            if record.get("event") == "lost":
+                continue  # bluetoothd expired it; what it advertised is the line before
             seen[record["address"]] = record
         return seen
 

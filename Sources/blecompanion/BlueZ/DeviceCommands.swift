@@ -4,6 +4,7 @@ import BLEParsing
 import BlueZ
 import DBus
 import Foundation
+import Synchronization
 
 struct DevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -64,21 +65,24 @@ struct ScanCommand: AsyncParsableCommand {
             let session: DiscoverySession
             do { session = try await client.discover(adapter: adapter.id, filter: filter) } catch { throw CLIError(error) }
             if !options.json { printError("Scanning on \(adapter.id.name)… (Ctrl-C to stop)") }
-            for d in before { report(d, client, keys: keys) }
+            let reported = ReportedDevices()
+            for d in before where report(d, client, keys: keys) { reported.insert(d.id) }
             let stop = StopSignal(after: duration)
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for await event in events {
                         switch event {
                         case let .interfacesAdded(path, names) where names.contains(BlueZInterface.device):
-                            if let id = DeviceID(path: path), id.adapter == adapter.id, let d = client.mirror.snapshot().devices[id] { report(d, client, keys: keys) }
+                            if let id = DeviceID(path: path), id.adapter == adapter.id, let d = client.mirror.snapshot().devices[id],
+                               report(d, client, keys: keys) { reported.insert(id) }
                         case let .propertiesChanged(path, BlueZInterface.device, changed, _):
                             guard changed.keys.contains(where: { ["RSSI", "ManufacturerData", "ServiceData", "Name", "Alias"].contains($0) }),
                                   let id = DeviceID(path: path), id.adapter == adapter.id,
                                   let d = client.mirror.snapshot().devices[id] else { continue }
-                            report(d, client, keys: keys)
+                            if report(d, client, keys: keys) { reported.insert(id) }
                         case let .interfacesRemoved(path, names) where names.contains(BlueZInterface.device):
-                            if let id = DeviceID(path: path), id.adapter == adapter.id {
+                            // Only devices this scan reported (the filters apply to "lost" too).
+                            if let id = DeviceID(path: path), id.adapter == adapter.id, reported.remove(id) {
                                 out(options.json ? jsonLine(["address": id.address.description, "event": "lost"]) : "\(id.address)  lost")
                             }
                         case .availability(false):
@@ -109,11 +113,13 @@ struct ScanCommand: AsyncParsableCommand {
         return true
     }
 
-    private func report(_ d: Device, _ client: BlueZClient, keys: [BluetoothAddress: [UInt8]]) {
-        guard passes(d) else { return }
+    /// Prints the device if it passes the filters; says whether it did.
+    private func report(_ d: Device, _ client: BlueZClient, keys: [BluetoothAddress: [UInt8]]) -> Bool {
+        guard passes(d) else { return false }
         let battery = client.mirror.snapshot().batteries[d.id], key = keys[d.address]
         out(options.json ? jsonLine(deviceJSON(d, battery: battery, bindkey: key)) : deviceLine(d, battery: battery, bindkey: key))
 
+        return true
     }
 }
 
@@ -215,6 +221,13 @@ func gattText(_ g: GATTValue) -> String {
 }
 
 /// Completes after `seconds`, or at SIGINT/SIGTERM (whichever first).
+/// The devices a scan has printed, so that "lost" is said only of them.
+final class ReportedDevices: Sendable {
+    private let ids = Mutex<Set<DeviceID>>([])
+    func insert(_ id: DeviceID) { ids.withLock { _ = $0.insert(id) } }
+    func remove(_ id: DeviceID) -> Bool { ids.withLock { $0.remove(id) != nil } }
+}
+
 final class StopSignal: @unchecked Sendable {
     private let stream: AsyncStream<Void>
     private let continuation: AsyncStream<Void>.Continuation
