@@ -17,6 +17,7 @@
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -57,21 +58,30 @@ def cell(text):
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def run_simulator_probe(binary, out):
-    sim = subprocess.Popen([binary, "simulate", os.path.join(REPO, "fixtures", "scenarios", "demo-home.json"), "--quiet"],
+@contextlib.contextmanager
+def simulated_bus(binary, scenario):
+    """`blecompanion simulate SCENARIO` on its own private bus, for the
+    duration of the with-block; yields the bus address it printed."""
+    sim = subprocess.Popen([binary, "simulate", scenario, "--quiet"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = sim.stdout.readline()
         match = re.search(r"DBUS_SYSTEM_BUS_ADDRESS=(\S+)", line)
         if not match:
-            raise SystemExit(f"compare: simulate printed no bus address: {line!r} {sim.stderr.read()[-500:]}")
-        r = subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "real-bluez", "probe.py"),
-                            "--bus", match.group(1), "--out", out], capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise SystemExit(f"compare: the probe failed on the simulator: {r.stderr[-800:]}")
+            sim.terminate()
+            raise RuntimeError(f"simulate printed no bus address: {line!r} {sim.stderr.read()[-500:]}")
+        yield match.group(1)
     finally:
         sim.terminate()
         sim.wait(10)
+
+
+def run_simulator_probe(binary, out):
+    with simulated_bus(binary, os.path.join(REPO, "fixtures", "scenarios", "demo-home.json")) as bus:
+        r = subprocess.run(["/usr/bin/python3", os.path.join(REPO, "scripts", "real-bluez", "probe.py"),
+                            "--bus", bus, "--out", out], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise SystemExit(f"compare: the probe failed on the simulator: {r.stderr[-800:]}")
 
 
 def main():

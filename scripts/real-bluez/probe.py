@@ -38,7 +38,7 @@ VOLATILE = {"RSSI", "TxPower", "ManufacturerData", "ServiceData", "Value", "Perc
             "PairableTimeout", "PowerState", "Connectable", "Manufacturer", "Version", "NotifyAcquired",
             "WriteAcquired", "AdvertisingFlags", "AdvertisingData", "ExperimentalFeatures", "Sets", "Preferred",
             "ActiveInstances", "SupportedInstances", "SupportedIncludes", "SupportedSecondaryChannels",
-            "SupportedMonitorTypes", "SupportedFeatures", "SupportedCapabilities", "SupportedFeatures"}
+            "SupportedMonitorTypes", "SupportedFeatures", "SupportedCapabilities"}
 
 # Devices a probe step may report: the strap and the BTHome sensor (others
 # advertise too; their order against ours is not what is compared).

@@ -10,8 +10,6 @@ prints one line per workflow; exits 1 when any failed.
 import argparse
 import json
 import os
-import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +17,8 @@ import sys
 import tempfile
 import time
 import traceback
+
+from compare import simulated_bus
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DEMO = os.path.join(REPO, "fixtures", "scenarios", "demo-home.json")
@@ -125,11 +125,15 @@ class Suite:
             seen[record["address"]] = record
         return seen
 
+    def devices(self):
+        """What bluetoothd knows now (`devices --json`), by address."""
+        r = self.run("devices", "--json")
+        return {d["address"]: d for d in (json.loads(l) for l in r.stdout.splitlines() if l.strip())}
+
     def ensure_known(self, address):
         """bluetoothd must know the device: it still does for ~30 s after a
         scan or a disconnection; otherwise scan for it."""
-        r = self.run("devices", "--json")
-        if address in r.stdout:
+        if address in self.devices():
             return
         seen = self.scan(8)
         check(address in seen, f"{address} not discovered (saw {sorted(seen)})")
@@ -207,13 +211,11 @@ class Suite:
     def w_pair_passkey(self):
         self.ensure_known(LOCK)
         self.run("pair", LOCK, "--passkey", "246810", "--trust", timeout=90)
-        r = self.run("devices", "--json")
-        lock = [d for d in json.loads(r.stdout) if d["address"] == LOCK] if r.stdout.strip().startswith("[") else \
-            [json.loads(l) for l in r.stdout.splitlines() if LOCK in l]
-        check(lock and lock[0]["paired"] and lock[0]["trusted"], f"lock after pair --trust: {lock}")
+        lock = self.devices().get(LOCK)
+        check(lock and lock["paired"] and lock["trusted"], f"lock after pair --trust: {lock}")
         self.run("unpair", LOCK)
-        r = self.run("devices", "--json")
-        check(LOCK not in r.stdout or '"paired":false' in r.stdout.replace(" ", ""), "lock still paired after unpair")
+        lock = self.devices().get(LOCK)
+        check(lock is None or not lock["paired"], f"lock after unpair: {lock}")
         return "passkey entry through our agent, trusted, unpaired"
 
     def w_pair_numeric_comparison(self):
@@ -289,21 +291,8 @@ class Suite:
         return "recorded from bluetoothd, replayed with the same formats"
 
     def simulated_scan(self, scenario):
-        sim = subprocess.Popen([self.bin, "simulate", scenario, "--quiet"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-        try:
-            line = sim.stdout.readline()
-            match = re.search(r"DBUS_SYSTEM_BUS_ADDRESS=(\S+)", line)
-            check(match, f"simulate printed no bus address: {line!r}")
-            r = self.run("scan", "--json", "--duration", "6", "--bus", match.group(1), timeout=40)
-            seen = {}
-            for l in r.stdout.splitlines():
-                record = json.loads(l)
-                seen[record["address"].upper()] = record
-            return seen
-        finally:
-            sim.terminate()
-            sim.wait(10)
+        with simulated_bus(self.bin, scenario) as bus:
+            return self.scan(6, "--bus", bus)
 
     def w_gateway_mqtt(self):
         work = tempfile.mkdtemp(prefix="gateway-")
