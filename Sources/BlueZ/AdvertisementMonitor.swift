@@ -387,17 +387,23 @@ public final class AdvertisementMonitor: Sendable {
         let client = self.client, adapter = self.adapter
         let task = Task { [weak self] in
             for await event in events {
+                let managerReturned: Bool
                 switch event {
                 case .availability(true):
-                    break
+                    managerReturned = false
                 case let .interfacesAdded(p, names) where p == adapter.path && names.contains(BlueZInterface.advertisementMonitorManager):
-                    break
+                    managerReturned = true
                 default:
                     continue
                 }
                 guard let self, self.registered.withLock({ $0 }) else { return }
                 guard client.mirror.snapshot().objects[adapter.path]?[BlueZInterface.advertisementMonitorManager] != nil else { continue }
-                guard !self.isActive else { continue }
+                // The manager reappearing on our adapter means no registration
+                // of ours survived, even while the Release that said so is still
+                // on its way (a method call, handled apart from this event: seen
+                // under load, the monitor then stayed unregistered). A resync
+                // (availability) of a bluetoothd that still has it is no reason.
+                guard managerReturned || !self.isActive else { continue }
                 // A second trigger for the same bluetoothd answers AlreadyExists: nothing to do.
                 try? await self.registerWithBlueZ()
             }
