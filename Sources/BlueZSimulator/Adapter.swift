@@ -85,7 +85,7 @@ extension BlueZSimulator {
         ].merging(spec.modalias.map { ["Modalias": .string($0)] } ?? [:]) { $1 }
         // The advertisement monitor manager is one of bluetoothd's experimental interfaces.
         a.registration = try await connection.export(a.path, interfaces: [
-            DBusExportedInterface(Self.adapterDescription(methods, setters), values: values),
+            exported(Self.adapterDescription(methods, setters), values: values),
         ] + (scenario.experimental ? [monitorManagerInterface(id)] : []))
         // Devices bluetoothd remembers (paired or trusted) are there at once.
         for d in devices where d.adapterID == id && (d.paired || d.trusted) {

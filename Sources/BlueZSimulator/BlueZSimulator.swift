@@ -157,6 +157,8 @@ final class DeviceState {
     var exporting = false
     var gattExported = false
     var hasBattery = false
+    /// A Disconnect is waiting for bluetoothd's disconnect timer.
+    var disconnecting = false
     var publishedManufacturerData: [UInt16: [UInt8]]?
     var publishedServiceData: [String: [UInt8]]?
     // Advertisement state (changes with the timeline).
@@ -242,7 +244,8 @@ final class DeviceState {
 
     var allUUIDs: [String] {
         var set = Set(uuids)
-        if servicesResolved { for s in spec.gatt where s.primary { set.insert(s.uuid) } }
+        // The services of bluetoothd's attribute cache, kept after a disconnection.
+        if gattExported { for s in spec.gatt where s.primary { set.insert(s.uuid) } }
         return set.sorted()
     }
 

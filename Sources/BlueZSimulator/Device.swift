@@ -83,7 +83,7 @@ extension BlueZSimulator {
         ]
         let values = deviceValues(d, adapter: a)
         let reg = try await connection.export(d.path, interfaces: [
-            DBusExportedInterface(Self.deviceDescription(methods, setters), values: values),
+            exported(Self.deviceDescription(methods, setters), values: values),
         ])
         // The adapter may have gone while we waited.
         guard a.registration != nil, self.connection === connection else { return }
@@ -289,7 +289,7 @@ extension BlueZSimulator {
         linkLost(d)
     }
 
-    func disconnect(_ i: Int) throws -> [DBusValue] {
+    func disconnect(_ i: Int) async throws -> [DBusValue] {
         let d = devices[i]
         if d.connecting {
             // Cancels the pending Connect, which fails; the device stays disconnected.
@@ -298,8 +298,40 @@ extension BlueZSimulator {
         }
         // Not connected: bluetoothd answers with an empty reply, no error.
         guard d.connected else { return [] }
-        linkLost(d)
+        // device_request_disconnect(): Battery1 goes at once; the link after
+        // the disconnect timer (DISCONNECT_TIMER, 2 s); then
+        // ServicesResolved=false, the reply, and Connected=false after it.
+        let generation = d.connectionGeneration
+        removeBattery(d)
+        if !d.disconnecting {
+            d.disconnecting = true
+            defer { d.disconnecting = false }
+            try? await sleep(scenario.settings.disconnectDelay)
+        } else {
+            while d.disconnecting, d.connected { try? await Task.sleep(for: .milliseconds(5)) }
+        }
+        guard d.connected, d.connectionGeneration == generation else { return [] }
+        if d.servicesResolved {
+            d.servicesResolved = false
+            d.registration?.setProperty(BlueZ.device, "ServicesResolved", .boolean(false))
+        }
+        Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(5))
+            await self?.linkLost(i, generation: generation)
+        }
         return []
+    }
+
+    func linkLost(_ i: Int, generation: Int) {
+        let d = devices[i]
+        guard d.connected, d.connectionGeneration == generation else { return }
+        linkLost(d)
+    }
+
+    func removeBattery(_ d: DeviceState) {
+        guard d.hasBattery else { return }
+        d.registration?.removeInterfaces([BlueZ.battery])
+        d.hasBattery = false
     }
 
     func connectProfile(_ i: Int, _ uuid: String) async throws -> [DBusValue] {
@@ -318,7 +350,7 @@ extension BlueZSimulator {
         return []
     }
 
-    /// The link went down (either side): properties, GATT objects, timers.
+    /// The link went down (either side): properties, notifications, timers.
     func linkLost(_ d: DeviceState) {
         d.disconnectTask?.cancel()
         d.disconnectTask = nil
@@ -336,16 +368,14 @@ extension BlueZSimulator {
                 }
             }
         }
+        removeBattery(d)
         let wasResolved = d.servicesResolved
         d.servicesResolved = false
         d.connected = false
         if wasResolved { d.registration?.setProperty(BlueZ.device, "ServicesResolved", .boolean(false)) }
-        d.registration?.setProperties(BlueZ.device, ["Connected": .boolean(false), "UUIDs": strings(d.allUUIDs)])
-        if d.hasBattery {
-            d.registration?.removeInterfaces([BlueZ.battery])
-            d.hasBattery = false
-        }
-        if !d.paired { unexportGATT(d) }
+        // The GATT objects and the UUIDs they added stay: bluetoothd keeps
+        // its attribute cache ([GATT] Cache=always) until the device goes.
+        d.registration?.setProperty(BlueZ.device, "Connected", .boolean(false))
         log("device \(d.spec.address) disconnected")
         afterLinkDown(d)
     }

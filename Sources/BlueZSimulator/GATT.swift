@@ -16,7 +16,7 @@ extension BlueZSimulator {
         do {
             for (si, s) in d.services.enumerated() {
                 s.registration = try await connection.export(s.path, interfaces: [
-                    DBusExportedInterface(Self.serviceDescription, values: [
+                    exported(Self.serviceDescription, values: [
                         "UUID": .string(s.spec.uuid), "Primary": .boolean(s.spec.primary), "Device": .objectPath(d.path),
                         "Includes": .array(.objectPath, []), "Handle": .uint16(UInt16(s.handle)),
                     ]),
@@ -68,7 +68,7 @@ extension BlueZSimulator {
                         },
                     ]
                     c.registration = try await connection.export(c.path, interfaces: [
-                        DBusExportedInterface(DBusInterfaceDescription(BlueZ.gattCharacteristic, methods: methods, properties: properties), values: values),
+                        exported(DBusInterfaceDescription(BlueZ.gattCharacteristic, methods: methods, properties: properties), values: values),
                     ])
                     for (di, desc) in c.descriptors.enumerated() {
                         let dmethods = [
@@ -80,7 +80,7 @@ extension BlueZSimulator {
                             },
                         ]
                         desc.registration = try await connection.export(desc.path, interfaces: [
-                            DBusExportedInterface(DBusInterfaceDescription(BlueZ.gattDescriptor, methods: dmethods, properties: [
+                            exported(DBusInterfaceDescription(BlueZ.gattDescriptor, methods: dmethods, properties: [
                                 DBusPropertyDescription("UUID", .string),
                                 DBusPropertyDescription("Characteristic", .objectPath),
                                 DBusPropertyDescription("Value", .array(.byte)),
@@ -139,7 +139,8 @@ extension BlueZSimulator {
         guard i < devices.count else { throw bluezError("DoesNotExist", "Does Not Exist") }
         let d = devices[i]
         guard si < d.services.count, ci < d.services[si].characteristics.count else { throw bluezError("DoesNotExist", "Does Not Exist") }
-        guard d.connected else { throw bluezError("NotConnected", "Not Connected") }
+        // A cached object of a disconnected device (gatt-client.c: no bt_gatt_client).
+        guard d.connected else { throw bluezError("Failed", "Not connected") }
         return (d, d.services[si].characteristics[ci])
     }
 

@@ -68,3 +68,14 @@ func iconForAppearance(_ appearance: UInt16) -> String? {
     default: return nil
     }
 }
+
+extension BlueZSimulator {
+    /// An interface as this scenario's bluetoothd exports it: without the
+    /// properties its version (and `--experimental` or not) lacks.
+    nonisolated func exported(_ description: DBusInterfaceDescription, values: [String: DBusValue]) -> DBusExportedInterface {
+        let version = scenario.bluetoothdVersion, experimental = scenario.experimental
+        var d = description
+        d.properties.removeAll { !version.has(description.name, $0.name, experimental: experimental) }
+        return DBusExportedInterface(d, values: values.filter { version.has(description.name, $0.key, experimental: experimental) })
+    }
+}

@@ -30,6 +30,9 @@ public struct Scenario: Sendable {
     /// in bluetoothd.
     public var experimental = false
 
+    /// Which bluetoothd's D-Bus property set the simulator exports.
+    public var bluetoothdVersion = BluetoothdVersion.v5_66
+
     public struct Settings: Sendable {
         /// Seconds after which a device that is neither paired, trusted nor
         /// connected is removed once it is no longer seen (BlueZ's
@@ -39,6 +42,9 @@ public struct Scenario: Sendable {
         public var connectDelay: Double = 0.1
         /// Delay between Connected and ServicesResolved, in seconds.
         public var serviceResolveDelay: Double = 0.05
+        /// How long Disconnect waits before the link goes down, in seconds
+        /// (bluetoothd's DISCONNECT_TIMER: 2 s).
+        public var disconnectDelay: Double = 2
         public init() {}
     }
 
@@ -296,5 +302,28 @@ public struct ScenarioError: Error, Sendable, CustomStringConvertible, Equatable
 
     public var description: String {
         path.isEmpty ? "\(file):\(line): \(message)" : "\(file):\(line): \(path): \(message)"
+    }
+}
+
+/// The bluetoothd whose property set the simulator imitates (scenario key
+/// `bluetoothd.version`). 5.66 is what Debian 12 and Raspberry Pi OS ship and
+/// what the real-BlueZ tier runs, so it is the default; `latest` adds what
+/// BlueZ's current documentation (doc/org.bluez.*.rst on master) lists beyond
+/// it, so the client is tested against both.
+public enum BluetoothdVersion: String, Sendable, CaseIterable {
+    case v5_66 = "5.66"
+    case latest
+
+    /// Whether `property` of `interface` exists on this daemon (`experimental`:
+    /// started with `--experimental`).
+    public func has(_ interface: String, _ property: String, experimental: Bool) -> Bool {
+        switch (interface, property) {
+        case (BlueZ.adapter, "PowerState"): return experimental
+        case (BlueZ.adapter, "Connectable"), (BlueZ.adapter, "Manufacturer"), (BlueZ.adapter, "Version"): return self == .latest
+        case (BlueZ.device, "AdvertisingFlags"): return experimental || self == .latest
+        case (BlueZ.gattService, "Handle"), (BlueZ.gattCharacteristic, "Handle"),
+             (BlueZ.gattDescriptor, "Handle"), (BlueZ.gattDescriptor, "Flags"): return self == .latest
+        default: return true
+        }
     }
 }

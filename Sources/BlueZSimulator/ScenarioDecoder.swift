@@ -217,10 +217,17 @@ struct ScenarioDecoder {
             case "devices":
                 for item in try array(node) { s.devices.append(try device(item)) }
             case "bluetoothd":
-                for (k, v) in try object(node, allowed: ["outages", "experimental"]) {
+                for (k, v) in try object(node, allowed: ["outages", "experimental", "version"]) {
                     switch k {
                     case "outages": s.outages = try outages(v)
                     case "experimental": s.experimental = try bool(v)
+                    case "version":
+                        let text = try string(v)
+                        guard let version = BluetoothdVersion(rawValue: text) else {
+                            let known = BluetoothdVersion.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+                            throw fail(v, "bluetoothd.version must be one of \(known), not \"\(text)\"")
+                        }
+                        s.bluetoothdVersion = version
                     default: break
                     }
                 }
@@ -291,10 +298,11 @@ struct ScenarioDecoder {
 
     func settings(_ node: JSONNode) throws(ScenarioError) -> Scenario.Settings {
         var s = Scenario.Settings()
-        for (k, v) in try object(node, allowed: ["temporaryDeviceTimeout", "connectDelay", "serviceResolveDelay"]) {
+        for (k, v) in try object(node, allowed: ["temporaryDeviceTimeout", "connectDelay", "serviceResolveDelay", "disconnectDelay"]) {
             switch k {
             case "temporaryDeviceTimeout": s.temporaryDeviceTimeout = try seconds(v)
             case "connectDelay": s.connectDelay = try seconds(v)
+            case "disconnectDelay": s.disconnectDelay = try seconds(v)
             default: s.serviceResolveDelay = try seconds(v)
             }
         }

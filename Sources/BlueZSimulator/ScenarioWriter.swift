@@ -18,10 +18,12 @@ extension Scenario {
         if settings.serviceResolveDelay != defaults.serviceResolveDelay {
             set.append(("serviceResolveDelay", .seconds(settings.serviceResolveDelay)))
         }
+        if settings.disconnectDelay != defaults.disconnectDelay { set.append(("disconnectDelay", .seconds(settings.disconnectDelay))) }
         if !set.isEmpty { top.append(("settings", .object(set))) }
         var bluetoothd: [(String, JSONOut)] = []
         if !outages.isEmpty { bluetoothd.append(("outages", Self.outagesJSON(outages))) }
         if experimental { bluetoothd.append(("experimental", .bool(true))) }
+        if bluetoothdVersion != .v5_66 { bluetoothd.append(("version", .string(bluetoothdVersion.rawValue))) }
         if !bluetoothd.isEmpty { top.append(("bluetoothd", .object(bluetoothd))) }
         top.append(("adapters", .array(adapters.map(Self.adapterJSON))))
         top.append(("devices", .array(devices.map(Self.deviceJSON))))

@@ -115,7 +115,8 @@ struct BluetoothctlTests {
 
             let disconnect = try await bluetoothctl(["disconnect", "A4:C1:38:00:00:02"], bus: bus)
             #expect(disconnect.output.contains("Successful disconnected"))
-            #expect(try await device.property("Connected") == .boolean(false))
+            // Connected=false follows bluetoothd's reply.
+            #expect(try await eventually { try await device.property("Connected") == .boolean(false) })
         }
     }
 

@@ -88,6 +88,24 @@ import Testing
         }
     }
 
+    @Test func bluetoothdVersionIs566UnlessAskedAndRoundTrips() throws {
+        #expect(try loadScenario("test-basic.json").bluetoothdVersion == .v5_66)
+        var latest = try Scenario.parse(#"{ "bluetoothd": { "version": "latest" }, "settings": { "disconnectDelay": 0.5 } }"#)
+        #expect(latest.bluetoothdVersion == .latest)
+        #expect(latest.settings.disconnectDelay == 0.5)
+        let again = try Scenario.parse(latest.jsonText())
+        #expect(again.bluetoothdVersion == .latest && again.settings.disconnectDelay == 0.5)
+        latest.bluetoothdVersion = .v5_66
+        #expect(!latest.jsonText().contains("version"))
+        do {
+            _ = try Scenario.parse(#"{ "bluetoothd": { "version": "5.80" } }"#)
+            Issue.record("an unknown version must be refused")
+        } catch {
+            #expect(error.path == "bluetoothd.version", "\(error)")
+            #expect("\(error)".contains("\"5.66\", \"latest\""), "\(error)")
+        }
+    }
+
     @Test func normalizesUUIDsAndHex() {
         #expect(normalizeUUID("180D") == "0000180d-0000-1000-8000-00805f9b34fb")
         #expect(normalizeUUID("0x2A37") == "00002a37-0000-1000-8000-00805f9b34fb")

@@ -30,7 +30,8 @@ import Domain
         // is unavailable for the same reason.
         presenter.send(.powerToggled)
         let off = await first(presenter.states()) { $0.pending == nil && $0.adapters.value?.first?.power == .off }
-        #expect(off?.adapters.value?.first?.powerState == "off", "\(presenter.state)")
+        // bluetoothd 5.66 has PowerState only with --experimental; the row goes by Powered.
+        #expect(off?.adapters.value?.first?.powerState == nil, "\(presenter.state)")
         #expect(off?.error == nil)
         #expect(client.mirror.snapshot().adapters[hci0]?.powered == false)
         let listOff = await first(devices.snapshots()) { $0.availability == .adapterOff(hci0) }
