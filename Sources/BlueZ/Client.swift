@@ -138,6 +138,30 @@ public struct BlueZClient: Sendable {
     public func connect(_ device: DeviceID, timeout: Duration = .seconds(60)) async throws(BlueZError) {
         _ = try await call(device.path, BlueZInterface.device, "Connect", timeout: timeout)
     }
+    /// Connects and waits until bluetoothd has resolved the device's
+    /// services, both within `timeout`. Connect replies at link-up; the
+    /// services follow once bluetoothd has read the attribute database. When
+    /// they do not (an ATT server that never answers; a daemon or mock that
+    /// never sets ServicesResolved), the link is closed again and the error
+    /// says so, as bleak does: a link without services serves no read, write
+    /// or notification, and would stay up after we exit.
+    public func connectResolvingServices(_ device: DeviceID, timeout: Duration = .seconds(30)) async throws(BlueZError) {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
+        try await connect(device, timeout: timeout)
+        do {
+            try await waitForServicesResolved(device, timeout: max(deadline - clock.now, .milliseconds(100)))
+        } catch {
+            guard case .timedOut = error else { throw error }
+            try? await disconnect(device)
+            let (whole, fraction) = timeout.components
+            let seconds = fraction == 0 ? "\(whole)" : "\(Double(whole) + Double(fraction) / 1e18)"
+            throw .timedOut("\(device.address) connected, but bluetoothd had not resolved its GATT services after "
+                            + "\(seconds) s, so it was disconnected again "
+                            + "(a slow device may need a longer timeout)")
+        }
+    }
+
     public func disconnect(_ device: DeviceID) async throws(BlueZError) {
         _ = try await call(device.path, BlueZInterface.device, "Disconnect")
     }

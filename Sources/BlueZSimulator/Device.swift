@@ -263,6 +263,10 @@ extension BlueZSimulator {
         }
         // bluetoothd replies at ATT link-up (att_connect_cb in device.c): the
         // GATT objects, ServicesResolved and Battery1 come after the reply.
+        if d.spec.faults.servicesUnresolved {
+            log("device \(d.spec.address): connected; its services are never resolved (fault)")
+            return []
+        }
         Task { [weak self] in
             try? await self?.sleep(self?.scenario.settings.serviceResolveDelay ?? 0)
             await self?.servicesResolved(i, generation: current)

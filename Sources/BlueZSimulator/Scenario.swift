@@ -183,6 +183,9 @@ public struct FaultSpec: Sendable {
     public var disconnectAfter: Double?
     /// Pair fails with this error (after the agent step, if any).
     public var pairError: ErrorSpec?
+    /// The link comes up but the services are never resolved (a device
+    /// whose ATT server does not answer; python-dbusmock's bluez5 template).
+    public var servicesUnresolved = false
 
     public init() {}
 }

@@ -636,8 +636,9 @@ struct ScenarioDecoder {
 
     func faults(_ node: JSONNode) throws(ScenarioError) -> FaultSpec {
         var f = FaultSpec()
-        for (k, v) in try object(node, allowed: ["connectFailures", "connectError", "disconnectAfter", "pairError"]) {
+        for (k, v) in try object(node, allowed: ["connectFailures", "connectError", "disconnectAfter", "pairError", "servicesUnresolved"]) {
             switch k {
+            case "servicesUnresolved": f.servicesUnresolved = try bool(v)
             case "connectFailures": f.connectFailures = Int(try integer(v, 0...1_000_000))
             case "connectError": f.connectError = try errorSpec(v)
             case "disconnectAfter": f.disconnectAfter = try seconds(v)

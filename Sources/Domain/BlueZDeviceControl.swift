@@ -182,8 +182,7 @@ public final class BlueZDeviceControl: DeviceControl {
 
     public func connect(_ id: DeviceID) async throws(DomainError) {
         try await run("connecting to", id) { () async throws(BlueZError) in
-            try await client.connect(id)
-            try await client.waitForServicesResolved(id)
+            try await client.connectResolvingServices(id)
         }
     }
 

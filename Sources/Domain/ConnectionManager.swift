@@ -217,8 +217,7 @@ public struct BlueZConnectionBackend: ConnectionBackend {
     }
     public func connect(_ id: DeviceID) async throws(DomainError) {
         do {
-            try await client.connect(id)
-            try await client.waitForServicesResolved(id)
+            try await client.connectResolvingServices(id)
         } catch {
             throw DomainError(error.description)
         }

@@ -172,6 +172,30 @@ func jsonLines(_ text: String) -> [[String: Any]] {
         #expect(badAddress.stderr.contains("is not a Bluetooth address"))
     }
 
+    /// A link whose services never resolve (an ATT server that does not
+    /// answer; python-dbusmock never sets ServicesResolved): `connect` waits
+    /// --timeout in all, says what happened and closes the link again.
+    @Test func connectWhoseServicesNeverResolveTimesOutAndDisconnects() async throws {
+        let sim = try await SimulatorProcess.start("test-faults.json")
+        defer { sim.stop() }
+        let mute = "F0:00:00:00:00:06"
+        _ = try await sim.runAsync(["scan", "--duration", "1"])
+        let started = ContinuousClock.now
+        let connect = try await sim.runAsync(["connect", mute, "--timeout", "1.5"])
+        #expect(connect.status == 1)
+        #expect(connect.stderr.contains("cannot connect to \(mute)"), "\(connect.stderr)")
+        #expect(connect.stderr.contains("had not resolved its GATT services after 1.5 s, so it was disconnected again"), "\(connect.stderr)")
+        // 1.5 s in all, then bluetoothd's 2 s disconnect timer; not two timeouts in a row.
+        #expect(ContinuousClock.now - started < .seconds(8))
+        var connected: Bool? = true
+        for _ in 0..<20 where connected != false {
+            let info = try await sim.runAsync(["info", mute, "--json"])
+            connected = jsonLines(info.stdout).first?["connected"] as? Bool
+            if connected != false { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(connected == false)
+    }
+
     @Test func adapterOffMissingOrForbiddenSaySo() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-cli-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)

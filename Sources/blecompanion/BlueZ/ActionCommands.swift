@@ -20,8 +20,7 @@ struct ConnectCommand: AsyncParsableCommand {
             _ = try options.adapter(of: client)
             let (_, device) = try options.device(address, of: client)
             do {
-                try await client.connect(device.id, timeout: Bounds.duration(seconds: timeout))
-                try await client.waitForServicesResolved(device.id, timeout: Bounds.duration(seconds: timeout))
+                try await client.connectResolvingServices(device.id, timeout: Bounds.duration(seconds: timeout))
             } catch {
                 throw CLIError("cannot connect to \(device.address): \(CLIError(error).description)")
             }
