@@ -249,32 +249,48 @@ public struct BlueZClient: Sendable {
         let path = characteristic.path
         let client = self
         let (stream, continuation) = AsyncStream<NotificationEvent>.makeStream(bufferingPolicy: .bufferingNewest(bufferCapacity))
+        let devicePath = characteristic.device.path
         let task = Task {
+            // bluetoothd keeps the GATT objects of a disconnected device
+            // ([GATT] Cache=always), so a disconnection is seen on the device's
+            // ServicesResolved, not only as the characteristic going away;
+            // notifications must be asked for again once it is back.
+            var paused = false
+            func pause(_ reason: BlueZError) {
+                guard !paused else { return }
+                paused = true
+                continuation.yield(.paused(reason))
+            }
+            func resume() async {
+                guard paused else { return }
+                do throws(BlueZError) {
+                    try await client.startNotify(characteristic)
+                    paused = false
+                    continuation.yield(.resumed)
+                } catch {
+                    continuation.yield(.paused(error))
+                }
+            }
             for await event in events {
                 switch event {
                 case let .propertiesChanged(p, interface, changed, _) where p == path && interface == BlueZInterface.gattCharacteristic:
                     if let v = changed["Value"], let bytes = PropertyReader.bytes(v) { continuation.yield(.value(bytes)) }
-                case let .interfacesRemoved(p, names) where p == path && names.contains(BlueZInterface.gattCharacteristic):
-                    continuation.yield(.paused(.bluez(.notConnected, message: "the device disconnected")))
-                case .availability(false):
-                    continuation.yield(.paused(.unavailable))
-                case let .interfacesAdded(p, names) where p == path && names.contains(BlueZInterface.gattCharacteristic):
-                    do throws(BlueZError) {
-                        try await client.startNotify(characteristic)
-                        continuation.yield(.resumed)
-                    } catch {
-                        continuation.yield(.paused(error))
+                case let .propertiesChanged(p, interface, changed, _) where p == devicePath && interface == BlueZInterface.device:
+                    switch changed["ServicesResolved"] {
+                    case .boolean(false)?: pause(.bluez(.notConnected, message: "the device disconnected"))
+                    case .boolean(true)? where client.mirror.snapshot().characteristics[path] != nil: await resume()
+                    default: break
                     }
+                case let .interfacesRemoved(p, names) where p == path && names.contains(BlueZInterface.gattCharacteristic):
+                    pause(.bluez(.notConnected, message: "the device disconnected"))
+                case .availability(false):
+                    pause(.unavailable)
+                case let .interfacesAdded(p, names) where p == path && names.contains(BlueZInterface.gattCharacteristic):
+                    await resume()
                 case .resynchronized:
                     // After a bluetoothd restart the characteristic may already be back.
-                    if client.mirror.snapshot().characteristics[path] != nil {
-                        do throws(BlueZError) {
-                            try await client.startNotify(characteristic)
-                            continuation.yield(.resumed)
-                        } catch {
-                            continuation.yield(.paused(error))
-                        }
-                    }
+                    let snap = client.mirror.snapshot()
+                    if snap.characteristics[path] != nil, snap.devices[characteristic.device]?.servicesResolved == true { await resume() }
                 default:
                     break
                 }

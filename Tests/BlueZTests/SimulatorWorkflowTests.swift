@@ -224,6 +224,55 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
         }
     }
 
+    /// bluetoothd keeps the GATT objects across a disconnection, so the
+    /// stream must see the link go on the device and ask again after a reconnect.
+    @Test func notificationsPauseWhenTheLinkDropsAndResumeAfterReconnecting() async throws {
+        let scenario = try Scenario.parse("""
+            {"settings": {"connectDelay": 0.05, "disconnectDelay": 0.2},
+             "devices": [{"address": "A4:C1:38:00:00:0A", "name": "Strap", "rssi": -50,
+               "gatt": [{"uuid": "180d", "characteristics": [{"uuid": "2a37", "flags": ["notify"], "value": "0048",
+                 "notifications": {"timeline": [{"at": 0.05, "value": "0049"}], "repeatEvery": 0.1}}]}]}]}
+            """)
+        try await withSimulator(loaded: scenario) { _, client in
+            let session = try await client.discover(adapter: try client.adapter().id)
+            let strap = try device(client, "A4:C1:38:00:00:0A")
+            try await client.mirror.wait(for: "strap", timeout: .seconds(5)) { $0.devices[strap] != nil }
+            try await client.connectResolvingServices(strap, timeout: .seconds(5))
+            let hrm = try #require(client.mirror.snapshot().characteristic("2a37", on: strap))
+            let stream = try await client.notifications(hrm.id)
+            let run = Task { () async throws -> [Bool] in
+                var sawValue = false, paused = false, resumed = false, valueAfter = false
+                for await e in stream {
+                    switch e {
+                    case .value:
+                        if resumed { valueAfter = true } else if !paused {
+                            sawValue = true
+                            try await client.disconnect(strap)
+                            // Connected=false follows the reply; the characteristic stays
+                            // (bluetoothd's cache). Then connect again.
+                            try await client.mirror.wait(for: "link down", timeout: .seconds(5)) { $0.devices[strap]?.connected == false }
+                            #expect(client.mirror.snapshot().characteristics[hrm.id.path] != nil)
+                            try await client.connectResolvingServices(strap, timeout: .seconds(5))
+                        }
+                    case .paused: paused = true
+                    case .resumed: resumed = true
+                    }
+                    if valueAfter { break }
+                }
+                return [sawValue, paused, resumed, valueAfter]
+            }
+            // Ends the stream (and the test) if no value comes after the reconnection.
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(15))
+                run.cancel()
+            }
+            defer { watchdog.cancel() }
+            let seen = try await run.value
+            #expect(seen == [true, true, true, true], "value, paused, resumed, value after")
+            await session.stop()
+        }
+    }
+
     @Test func adapterAndBluetoothdOutagesAreFollowed() async throws {
         try await withSimulator("test-outage.json") { _, client in
             let events = client.mirror.events()
