@@ -124,13 +124,23 @@ func jsonLines(_ text: String) -> [[String: Any]] {
         let beats = jsonLines(notify.stdout).compactMap { (($0["decoded"] as? [String: Any])?["readings"] as? [[String: Any]])?.first { $0["kind"] as? String == "heart_rate" }?["value"] as? Double }
         #expect(beats.count == 3 && beats.allSatisfy { (30...220).contains($0) }, "\(notify.stdout)")
 
+        // AcquireNotify: the same values through a socket.
+        let acquired = try await sim.runAsync(["notify", strap, "2a37", "--acquire", "--count", "2", "--json"], timeout: 30)
+        #expect(acquired.status == 0, "\(acquired.stderr)")
+        #expect(jsonLines(acquired.stdout).count == 2, "\(acquired.stdout)")
+
         let write = try await sim.runAsync(["write", strap, "2a39", "01"])
         #expect(write.status == 0, "\(write.stderr)")
         let badHex = try await sim.runAsync(["write", strap, "2a39", "0g"])
         #expect(badHex.status == 64)
 
+        // Disconnecting hangs up an acquired socket: the command says so and fails.
+        async let hungUp = sim.runAsync(["notify", strap, "2a37", "--acquire", "--duration", "30"], timeout: 60)
+        try await Task.sleep(for: .milliseconds(1500))
         let disconnect = try await sim.runAsync(["disconnect", strap])
         #expect(disconnect.status == 0)
+        let ended = try await hungUp
+        #expect(ended.status == 1 && ended.stderr.contains("bluetoothd closed the AcquireNotify socket"), "\(ended.status) \(ended.stderr)")
         let after = try await sim.runAsync(["read", strap, "2a19"])
         #expect(after.status == 1)
         #expect(after.stderr.contains("is not connected: run `blecompanion connect \(strap)` first"))

@@ -266,12 +266,17 @@ struct WriteCommand: AsyncParsableCommand {
 struct NotifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "notify", abstract: "Stream a characteristic's notifications, decoded.",
-        discussion: "Runs until --count values, --duration seconds or Ctrl-C; notifications are stopped on the way out.")
+        discussion: """
+            Runs until --count values, --duration seconds or Ctrl-C; notifications are stopped on the way out. \
+            With --acquire the values come through AcquireNotify's socket instead of a D-Bus signal each \
+            (bleak's default); that ends when the device disconnects.
+            """)
     @OptionGroup var options: BlueZOptions
     @Argument(help: "The device address.") var address: String
     @Argument(help: "The characteristic UUID (e.g. 2a37).") var uuid: String
     @Option(help: "Stop after this many values.") var count: Int?
     @Option(parsing: .unconditional, help: "Stop after this many seconds.") var duration: Double?
+    @Flag(help: "Receive through AcquireNotify (a socket) instead of StartNotify.") var acquire = false
 
     func validate() throws {
         if let count, count < 1 { throw ValidationError("--count must be at least 1") }
@@ -283,6 +288,7 @@ struct NotifyCommand: AsyncParsableCommand {
             let client = try await options.client()
             let (_, c) = try characteristic(options, client, address, uuid)
             guard c.canNotify else { throw CLIError("characteristic \(shortUUID(c.uuid)) does not notify (flags: \(c.flags.sorted().joined(separator: ", "))).") }
+            if acquire { return try await acquired(client, c) }
             let stream: AsyncStream<NotificationEvent>
             do { stream = try await client.notifications(c.id) } catch { throw CLIError(error) }
             let stop = StopSignal(after: duration)
@@ -309,5 +315,77 @@ struct NotifyCommand: AsyncParsableCommand {
             }
             try? await client.stopNotify(c.id)
         }
+    }
+
+    /// AcquireNotify: one datagram per value on a socket read by a thread of
+    /// its own (a blocking recv, no polling); bluetoothd closes it when the
+    /// device disconnects, which ends the command with a message.
+    private func acquired(_ client: BlueZClient, _ c: GATTCharacteristic) async throws {
+        let socket: UnixFileDescriptor, mtu: UInt16
+        do { (socket, mtu) = try await client.acquireNotify(c.id) } catch { throw CLIError(error) }
+        let reader = AcquiredSocketReader(fd: socket.take(), packetSize: Int(mtu) + 1)
+        let stop = StopSignal(after: duration)
+        let json = options.json, limit = count
+        let outcome = await withTaskGroup(of: Int?.self) { group -> Int? in
+            group.addTask {
+                var seen = 0
+                for await value in reader.values {
+                    printValue(value, c, json: json)
+                    seen += 1
+                    if let limit, seen >= limit { return seen }
+                }
+                return nil  // hung up
+            }
+            group.addTask { await stop.wait(); return 0 }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first
+        }
+        reader.stop()
+        if outcome == nil {
+            throw CLIError("notifications of \(shortUUID(c.uuid)) ended: bluetoothd closed the AcquireNotify socket (the device disconnected)")
+        }
+    }
+}
+
+/// Reads an acquired GATT socket (SOCK_SEQPACKET) on a thread of its own.
+final class AcquiredSocketReader: @unchecked Sendable {
+    let values: AsyncStream<[UInt8]>
+    // The descriptor is closed by whichever of the reader and stop() is
+    // last; the lock keeps stop() from shutting down a reused number.
+    private let lock = NSLock()
+    private var fd: Int32
+    private var done = false
+
+    init(fd: Int32, packetSize: Int) {
+        self.fd = fd
+        let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        values = stream
+        Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: max(packetSize, 24))
+            while true {
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n > 0 {
+                    continuation.yield(Array(buffer[0..<n]))
+                } else if n < 0 && errno == EINTR {
+                    continue
+                } else {
+                    break
+                }
+            }
+            continuation.finish()
+            lock.lock()
+            if !done { done = true; close(fd); self.fd = -1 }
+            lock.unlock()
+        }.start()
+    }
+
+    /// Wakes the reader (shutdown) and releases the socket, which tells
+    /// bluetoothd to stop the notifications.
+    func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !done, fd >= 0 else { return }
+        _ = shutdown(fd, Int32(SHUT_RDWR))
     }
 }
