@@ -17,7 +17,10 @@ final class AcquiredSocket: @unchecked Sendable {
     static func make(onMessage: @escaping @Sendable ([UInt8]) -> Void,
                      onClose: @escaping @Sendable () -> Void) -> (AcquiredSocket, Int32)? {
         var fds: [Int32] = [-1, -1]
-        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else { return nil }
+        // Non-blocking on both ends, as bluetoothd's gatt-client makes them:
+        // a client that reads the descriptor as it came gets EAGAIN, not a wait.
+        let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
+        guard socketpair(AF_UNIX, type, 0, &fds) == 0 else { return nil }
         return (AcquiredSocket(fd: fds[0], onMessage: onMessage, onClose: onClose), fds[1])
     }
 

@@ -198,6 +198,7 @@ extension BlueZSimulator {
         // Devices an advertisement monitor still reports keep both.
         for d in devices where d.adapterID == a.spec.id && d.registration != nil && !monitored(d, by: a) {
             d.registration?.removeProperties(BlueZ.device, ["RSSI", "TxPower"])
+            d.publishedRSSI = nil
         }
         for d in devices where d.adapterID == a.spec.id && d.registration != nil && !d.isKept && !(d.advertising && monitored(d, by: a)) {
             scheduleRemoval(d)

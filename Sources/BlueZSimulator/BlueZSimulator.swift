@@ -161,6 +161,8 @@ final class DeviceState {
     var disconnecting = false
     var publishedManufacturerData: [UInt16: [UInt8]]?
     var publishedServiceData: [String: [UInt8]]?
+    /// The RSSI last announced (bluetoothd's device->rssi), nil when none is.
+    var publishedRSSI: Int16?
     // Advertisement state (changes with the timeline).
     var advertising: Bool
     var rssi: Int16
@@ -268,6 +270,7 @@ final class DeviceState {
         exporting = false
         publishedManufacturerData = nil
         publishedServiceData = nil
+        publishedRSSI = nil
     }
 
     func characteristic(uuid: String) -> CharacteristicState? {

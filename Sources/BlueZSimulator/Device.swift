@@ -90,6 +90,7 @@ extension BlueZSimulator {
         d.registration = reg
         d.publishedManufacturerData = d.manufacturerData
         d.publishedServiceData = d.serviceData
+        d.publishedRSSI = values["RSSI"] == nil ? nil : d.rssi
         log("device \(d.spec.address) (\(d.displayAlias)) appears")
         // Whoever exported it, a monitor that matches it hears of it.
         notifyMonitors(d, a)
@@ -113,7 +114,20 @@ extension BlueZSimulator {
             do { try await exportDevice(d) } catch { log("cannot export \(d.spec.address): \(error)") }
             return
         }
-        var changes: [String: DBusValue] = ["RSSI": .int16(d.rssi), "UUIDs": strings(d.allUUIDs), "Alias": .string(d.displayAlias)]
+        var changes: [String: DBusValue] = ["UUIDs": strings(d.allUUIDs), "Alias": .string(d.displayAlias)]
+        // RSSI as bluetoothd announces it (update_found_devices): while any
+        // discovering client has a filter, on every advertisement, unchanged
+        // values included; otherwise only once it moved by RSSI_THRESHOLD
+        // (8 dBm) from the value last announced.
+        let filtered = a.sessions.contains { a.filters[$0] != nil }
+        var repeatRSSI = false
+        if let last = d.publishedRSSI, !filtered, abs(Int(d.rssi) - Int(last)) < 8 {
+            // Below the threshold: nothing, and the announced value stays.
+        } else {
+            changes["RSSI"] = .int16(d.rssi)
+            repeatRSSI = filtered && d.publishedRSSI == d.rssi
+            d.publishedRSSI = d.rssi
+        }
         if let name = d.name { changes["Name"] = .string(name) }
         if let tx = d.txPower { changes["TxPower"] = .int16(tx) }
         if !d.manufacturerData.isEmpty { changes["ManufacturerData"] = manufacturerDataValue(d.manufacturerData) }
@@ -121,19 +135,20 @@ extension BlueZSimulator {
         reg.setProperties(BlueZ.device, changes)
         // With DuplicateData, every advertisement is reported even when the
         // data did not change (the registry only reports real changes).
+        var repeated: [DBusDictEntry] = []
+        if repeatRSSI { repeated.append(DBusDictEntry(.string("RSSI"), .variant(.int16(d.rssi)))) }
         if duplicate && duplicatesWanted(a) {
-            var repeated: [DBusDictEntry] = []
             if !d.manufacturerData.isEmpty && d.publishedManufacturerData == d.manufacturerData {
                 repeated.append(DBusDictEntry(.string("ManufacturerData"), .variant(manufacturerDataValue(d.manufacturerData))))
             }
             if !d.serviceData.isEmpty && d.publishedServiceData == d.serviceData {
                 repeated.append(DBusDictEntry(.string("ServiceData"), .variant(serviceDataValue(d.serviceData))))
             }
-            if !repeated.isEmpty {
-                reg.emit(BlueZ.properties, "PropertiesChanged", [
-                    .string(BlueZ.device), .dictionary(key: .string, value: .variant, repeated), .array(.string, []),
-                ])
-            }
+        }
+        if !repeated.isEmpty {
+            reg.emit(BlueZ.properties, "PropertiesChanged", [
+                .string(BlueZ.device), .dictionary(key: .string, value: .variant, repeated), .array(.string, []),
+            ])
         }
         d.publishedManufacturerData = d.manufacturerData
         d.publishedServiceData = d.serviceData

@@ -157,7 +157,9 @@ class Peripheral:
         kind = hci.Address.RANDOM_DEVICE_ADDRESS if self.random else hci.Address.PUBLIC_DEVICE_ADDRESS
         self.controller = Controller(self.address, link=link,
                                      public_address=None if self.random else self.address)
-        self.device = Device(address=hci.Address(self.address, kind),
+        # The GAP Device Name bluetoothd reads after connecting (the
+        # advertisement may carry only a shortened name): the scenario's name.
+        self.device = Device(name=spec.get("name"), address=hci.Address(self.address, kind),
                              host=Host(self.controller, AsyncPipeSink(self.controller)))
         if self.random:
             self.device.random_address = hci.Address(self.address, hci.Address.RANDOM_DEVICE_ADDRESS)

@@ -178,7 +178,7 @@ class Suite:
         return "service-data and listed UUIDs filter as expected"
 
     def w_gatt(self):
-        self.ensure_known(ESS)
+        self.ensure_known(ESS)  # (the dashboard workflow may have left it connected: connect then succeeds at once)
         self.run("connect", ESS, "--timeout", "30", timeout=60)
         r = self.run("read", ESS, "2a6e", "--json")
         check("21.5" in r.stdout, f"temperature read (21.50 °C): {r.stdout}")
@@ -189,10 +189,20 @@ class Suite:
         check(len(values) == 3, f"expected 3 notifications, got {len(values)}")
         r = self.run("write", ESS, "2a6d", "01", check_rc=False)
         check(r.returncode != 0, "writing a read-only characteristic must fail (a strict device refuses it)")
+        r = self.run("notify", ESS, "2a6e", "--acquire", "--json", "--count", "2", "--duration", "30", timeout=60)
+        values = [json.loads(l) for l in r.stdout.splitlines() if l.strip()]
+        check(len(values) == 2, f"expected 2 values through AcquireNotify, got {len(values)}")
         r = self.run("read", ESS, "2a19", "--json")
         check("64" in r.stdout, f"battery level read (64 %): {r.stdout}")
+        started = time.monotonic()
         self.run("disconnect", ESS)
-        return "connect, read, notify, refused write, battery, disconnect"
+        took = time.monotonic() - started
+        # bluetoothd keeps the GATT objects ([GATT] Cache=always); ours say the device is away.
+        ess = self.devices().get(ESS) or {}
+        check(not ess.get("connected"), f"ESS still connected after disconnect: {ess}")
+        r = self.run("read", ESS, "2a6e", check_rc=False)
+        check(r.returncode == 1 and "not connected" in r.stderr, f"read after disconnect: {r.returncode} {r.stderr[-300:]}")
+        return f"connect, read, notify, AcquireNotify, refused write, battery, disconnect ({took:.1f} s)"
 
     def w_write_without_response_and_acquire(self):
         self.ensure_known(PAD)
@@ -295,6 +305,19 @@ class Suite:
             return self.scan(6, "--bus", bus)
 
     def w_gateway_mqtt(self):
+        topics, _ = self.gateway_session("")
+        return f"{len(topics)} messages published from the real stack"
+
+    def w_gateway_passive_scanning(self):
+        """Passive scanning through AdvertisementMonitor1 (bluetoothd runs
+        with --experimental here): no scan requests, same readings."""
+        topics, log = self.gateway_session("bluez: { scan: { mode: passive } }\n")
+        check("passive scanning on hci0" in log, f"the gateway did not start passive scanning: {log[-600:]}")
+        return f"{len(topics)} messages published with advertisement monitors"
+
+    def gateway_session(self, extra):
+        """The gateway for 20 s against a private mosquitto; checks that it
+        published the BTHome sensor and stopped cleanly on SIGTERM."""
         work = tempfile.mkdtemp(prefix="gateway-")
         port = free_port()
         broker = subprocess.Popen(["mosquitto", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -304,7 +327,7 @@ class Suite:
             with open(config, "w") as f:
                 f.write(f"gateway: {{ state_dir: {work}/state }}\n"
                         f"mqtt: {{ host: 127.0.0.1, port: {port} }}\n"
-                        f"http: {{ listen: \"127.0.0.1:{free_port()}\" }}\n")
+                        f"http: {{ listen: \"127.0.0.1:{free_port()}\" }}\n" + extra)
             sub = subprocess.Popen(["mosquitto_sub", "-p", str(port), "-t", "#", "-v", "-W", "25"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             gateway = self.spawn("gateway", "--config", config)
@@ -318,10 +341,61 @@ class Suite:
             self.log("topics:\n" + "\n".join(sorted(set(topics))[:100]))
             key = BTHOME.replace(":", "").lower()
             check(any(key in t for t in topics), f"no topic for the BTHome sensor among {len(topics)} messages")
-            return f"{len(topics)} messages published from the real stack"
+            return topics, g_err
         finally:
             broker.terminate()
             broker.wait(10)
+
+    def w_dashboard_tmux(self):
+        """The dashboard in tmux (120x40): scan, open the ESS sensor, connect,
+        see its services and battery, quit."""
+        work = tempfile.mkdtemp(prefix="tmux-")
+        sock = os.path.join(work, "tmux.sock")
+        done = os.path.join(work, "exit")
+        command = f"XDG_STATE_HOME={self.state} {self.bin} dashboard; echo $? > {done}"
+        tmux = lambda *a: subprocess.run(["tmux", "-S", sock, *a], capture_output=True, text=True, timeout=10)
+        check(tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", "e2e", command).returncode == 0, "tmux new-session failed")
+
+        def screen():
+            return tmux("capture-pane", "-p", "-t", "e2e").stdout
+
+        def wait_for(what, condition, seconds=20):
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                text = screen()
+                if condition(text):
+                    return text
+                time.sleep(0.3)
+            self.log(f"dashboard screen while waiting for {what}:\n{screen()}")
+            raise Failed(f"the dashboard did not show {what} within {seconds} s (suite.log has the screen)")
+
+        try:
+            wait_for("its device list", lambda t: "not scanning" in t)
+            tmux("send-keys", "-t", "e2e", "s")
+            wait_for("demo devices, decoded", lambda t: "ESS Sensor" in t and "SBHT-003C" in t and "bthome" in t, 30)
+            tmux("send-keys", "-t", "e2e", "/")
+            tmux("send-keys", "-t", "e2e", "-l", "ESS")
+            tmux("send-keys", "-t", "e2e", "Enter")
+            wait_for("the search", lambda t: "ESS Sensor" in t and "Nuki Lock" not in t)
+            tmux("send-keys", "-t", "e2e", "Enter")
+            wait_for("the detail screen", lambda t: "Press c to connect" in t)
+            tmux("send-keys", "-t", "e2e", "c")
+            wait_for("resolved services", lambda t: "Temperature" in t and "Battery 64 %" in t and "connected" in t, 40)
+            # Left connected for the gatt workflow, which follows: a Bumble
+            # peripheral that bluetoothd disconnects does not advertise again
+            # (docs/REAL-BLUEZ.md, open findings).
+            tmux("send-keys", "-t", "e2e", "Escape")
+            tmux("send-keys", "-t", "e2e", "q")
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not os.path.exists(done):
+                time.sleep(0.2)
+            check(os.path.exists(done), "q did not end the dashboard within 10 s")
+            with open(done) as f:
+                code = f.read().strip()
+            check(code == "0", f"the dashboard exited {code}")
+            return "scan, decoded list, search, detail, connect (services, battery), quit"
+        finally:
+            tmux("kill-server")
 
     def w_differential_probe(self):
         """The probe of scripts/real-bluez/probe.py on the real daemon; its
@@ -343,10 +417,10 @@ class Suite:
     # Driver ------------------------------------------------------------------
     def run_all(self, only):
         workflows = [name for name in dir(self) if name.startswith("w_")]
-        order = ["w_differential_probe", "w_doctor", "w_discovery_and_decoding", "w_discovery_filters", "w_gatt",
-                 "w_write_without_response_and_acquire", "w_pair_passkey", "w_pair_numeric_comparison",
-                 "w_pair_just_works", "w_capture_import_simulate", "w_record_simulate", "w_gateway_mqtt",
-                 "w_power_cycle", "w_bluetoothd_restart"]
+        order = ["w_differential_probe", "w_doctor", "w_discovery_and_decoding", "w_discovery_filters",
+                 "w_dashboard_tmux", "w_gatt", "w_write_without_response_and_acquire", "w_pair_passkey",
+                 "w_pair_numeric_comparison", "w_pair_just_works", "w_capture_import_simulate", "w_record_simulate",
+                 "w_gateway_mqtt", "w_gateway_passive_scanning", "w_power_cycle", "w_bluetoothd_restart"]
         order += [w for w in workflows if w not in order]
         if only:
             order = [w for w in order if any(o in w for o in only)]

@@ -359,6 +359,9 @@ final class AcquiredSocketReader: @unchecked Sendable {
 
     init(fd: Int32, packetSize: Int) {
         self.fd = fd
+        // bluetoothd hands the socket out non-blocking; this thread waits in recv.
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream(bufferingPolicy: .bufferingNewest(1024))
         values = stream
         Thread { [self] in
