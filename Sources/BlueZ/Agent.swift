@@ -70,7 +70,7 @@ public final class BlueZAgent: Sendable {
     /// Exports the agent at `path` and registers it with `capability`.
     public static func register(
         client: BlueZClient, path: ObjectPath = "/com/blecompanion/agent", capability: AgentCapability = .keyboardDisplay,
-        makeDefault: Bool = true, handler: @escaping AgentHandler
+        makeDefault: Bool = true, onRegisteredAgain: (@Sendable (BlueZError?) -> Void)? = nil, handler: @escaping AgentHandler
     ) async throws(BlueZError) -> BlueZAgent {
         let registration: DBusObjectRegistration
         do {
@@ -110,10 +110,14 @@ public final class BlueZAgent: Sendable {
                 guard client.mirror.snapshot().objects[BlueZInterface.managerPath]?[BlueZInterface.agentManager] != nil else { continue }
                 let owner = client.mirror.serviceOwner
                 guard owner == nil || registeredWith.withLock({ $0 }) != owner else { continue }
-                do {
+                do throws(BlueZError) {
                     try await agent.registerWithBlueZ()
                     registeredWith.withLock { $0 = owner }
-                } catch {}
+                    onRegisteredAgain?(nil)
+                } catch {
+                    // Tried again at the manager's next appearance; the caller may log it.
+                    onRegisteredAgain?(error)
+                }
             }
         }
         agent.watcher.withLock { $0 = task }

@@ -428,8 +428,16 @@ public final class GatewayRuntime: Sendable {
         for await snapshot in adapters.snapshots() where snapshot.bluetoothdAvailable {
             if parts.withLock({ $0.agent != nil }) { return }
             do throws(BlueZError) {
+                let logger = self.logger
                 let agent = try await BlueZAgent.register(client: client, path: "/com/blecompanion/gateway/agent",
-                                                          capability: .noInputNoOutput, makeDefault: true) { request in
+                                                          capability: .noInputNoOutput, makeDefault: true,
+                                                          onRegisteredAgain: { error in
+                    if let error {
+                        logger.warning("cannot register the pairing agent with the restarted bluetoothd: \(error.description)")
+                    } else {
+                        logger.info("pairing agent registered again (bluetoothd restarted)")
+                    }
+                }) { request in
                     switch request {
                     case let .authorization(id), let .authorizeService(id, _): return watched.contains(id.address) ? .accept : .reject
                     case .cancel, .release: return .accept

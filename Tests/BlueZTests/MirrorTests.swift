@@ -1,3 +1,4 @@
+import Synchronization
 import Foundation
 import Testing
 import DBus
@@ -129,7 +130,10 @@ func next(_ events: AsyncStream<BlueZEvent>, within seconds: Double = 5, matchin
             _ = try await standIn?.addDevice("AA:BB:CC:DD:EE:01", rssi: -70)
             let client = try await BlueZClient.connect(to: .address(bus.address))
             let events = client.mirror.events()
-            let agent = try await BlueZAgent.register(client: client, capability: .keyboardDisplay) { _ in .accept }
+            let reported = Mutex<[String]>([])
+            let agent = try await BlueZAgent.register(client: client, capability: .keyboardDisplay, onRegisteredAgain: { error in
+                reported.withLock { $0.append(error?.description ?? "ok") }
+            }) { _ in .accept }
             var calls = standIn?.agentCalls.stream.makeAsyncIterator()
             #expect(await calls?.next()?.hasPrefix("RegisterAgent \(client.connection.uniqueName) /com/blecompanion/agent KeyboardDisplay") == true)
             #expect(await calls?.next() == "RequestDefaultAgent /com/blecompanion/agent")
@@ -150,6 +154,9 @@ func next(_ events: AsyncStream<BlueZEvent>, within seconds: Double = 5, matchin
             var again = back.agentCalls.stream.makeAsyncIterator()
             #expect(await again.next()?.hasPrefix("RegisterAgent") == true)
             #expect(await again.next() == "RequestDefaultAgent /com/blecompanion/agent")
+            // ... and says so once (the gateway logs it).
+            for _ in 0..<50 where reported.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(reported.withLock { $0 } == ["ok"])
             await agent.unregister()
             #expect(await again.next() == "UnregisterAgent /com/blecompanion/agent")
         }

@@ -215,8 +215,9 @@ class Suite:
         check(notify.returncode == 0 and len(out.splitlines()) == 2, f"notify fff2: {notify.returncode} {out} {err[-300:]}")
         r = self.run("read", PAD, "fff3", "--json")
         check("0102030405" in r.stdout.replace(" ", "").lower(), f"read fff3: {r.stdout}")
+        self.run("write", PAD, "fff4", "0102")  # a write request the device acknowledges
         self.run("disconnect", PAD)
-        return "write command, notifications, read"
+        return "write command, notifications, read, write request"
 
     def w_pair_passkey(self):
         self.ensure_known(LOCK)
@@ -241,12 +242,44 @@ class Suite:
         return "just works"
 
     def w_bluetoothd_restart(self):
+        """bluetoothd killed mid-session: a running scan and a running gateway
+        (mirror, discovery, agent, publishing) recover when it returns."""
+        work = tempfile.mkdtemp(prefix="restart-")
+        port = free_port()
+        broker = subprocess.Popen(["mosquitto", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        config = os.path.join(work, "gateway.yaml")
+        with open(config, "w") as f:
+            f.write(f"gateway: {{ state_dir: {work}/state }}\nmqtt: {{ host: 127.0.0.1, port: {port} }}\n"
+                    f"http: {{ listen: \"127.0.0.1:{free_port()}\" }}\n")
+        gateway = self.spawn("gateway", "--config", config)
+        try:
+            return self.restart_with(gateway, port)
+        finally:
+            if gateway.poll() is None:
+                gateway.kill()
+                gateway.wait()
+            broker.terminate()
+            broker.wait(10)
+
+    def restart_with(self, gateway, port):
         scan = self.spawn("scan", "--json", "--duration", "40")
         time.sleep(6)
         self.stop_bluetoothd(signal.SIGKILL)
         time.sleep(2)
+        # Fresh BTHome state from the gateway after the restart (retained ones left out).
+        fresh = subprocess.Popen(["mosquitto_sub", "-p", str(port), "-t", "blecompanion/+/a4c1388d18b2/state",
+                                  "-R", "-C", "1", "-W", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         restarted = time.monotonic()
         self.start_bluetoothd()
+        fresh_out, _ = fresh.communicate(timeout=90)
+        gateway.send_signal(signal.SIGTERM)
+        _, g_err = gateway.communicate(timeout=30)
+        self.log(f"gateway across restart -> {gateway.returncode}\n{g_err[-4000:]}")
+        check(fresh.returncode == 0 and fresh_out.strip(),
+              "the gateway published nothing for the BTHome sensor within 60 s of bluetoothd's return")
+        check("pairing agent registered again" in g_err, "the gateway did not register its agent again after the restart")
+        check(gateway.returncode == 0, f"gateway exited {gateway.returncode} on SIGTERM after the restart")
         out, err = scan.communicate(timeout=90)
         self.log(f"scan across restart -> {scan.returncode}\n{out[-2000:]}{err[-2000:]}")
         check(scan.returncode == 0, f"scan exited {scan.returncode} across the restart: {err[-300:]}")
@@ -255,7 +288,8 @@ class Suite:
         # Devices seen again after the restart: the count of reports for BTHome.
         bthome = sum(1 for l in lines if BTHOME in l)
         check(bthome >= 2, f"the BTHome sensor was not reported again after bluetoothd returned ({bthome} reports)")
-        return f"scan kept running and rediscovered devices ({time.monotonic() - restarted:.0f} s after the restart)"
+        return (f"scan and gateway kept running; devices rediscovered, agent registered again, BTHome published "
+                f"({time.monotonic() - restarted:.0f} s after the restart)")
 
     def w_power_cycle(self):
         scan = self.spawn("scan", "--json", "--duration", "30")
