@@ -364,18 +364,24 @@ public final class DiscoverySession: Sendable {
         self.filter = filter
         let events = client.mirror.events(bufferCapacity: 64)
         let task = Task { [weak self] in
-            // After a bluetoothd restart: start again once the adapter is back.
+            // After a bluetoothd restart, an adapter plugged in again or powered
+            // off and on: start again once the adapter is back and powered. A
+            // starting bluetoothd exports its adapter unpowered and powers it
+            // a moment later, so the adapter's return alone is not enough.
             for await event in events {
                 switch event {
                 case .availability(true):
                     break
                 case let .interfacesAdded(path, names) where path == adapter.path && names.contains(BlueZInterface.adapter):
                     break
+                case let .propertiesChanged(path, interface, changed, _)
+                    where path == adapter.path && interface == BlueZInterface.adapter && changed["Powered"] == .boolean(true):
+                    break
                 default:
                     continue
                 }
                 guard let self, self.active.withLock({ $0 }) else { return }
-                guard client.mirror.snapshot().adapters[adapter] != nil else { continue }
+                guard client.mirror.snapshot().adapters[adapter]?.powered == true else { continue }
                 if let filter { try? await client.setDiscoveryFilter(filter, adapter: adapter) }
                 try? await client.startDiscovery(adapter: adapter)
             }

@@ -125,7 +125,7 @@ extension BlueZSimulator {
         guard let a = adapter(id), a.powered != on else { return }
         a.powered = on
         log("adapter \(id) powered \(on ? "on" : "off")")
-        a.registration?.setProperties(BlueZ.adapter, ["PowerState": .string(on ? "on" : "off"), "Connectable": .boolean(on)])
+        a.registration?.setProperties(BlueZ.adapter, ["Powered": .boolean(on), "PowerState": .string(on ? "on" : "off"), "Connectable": .boolean(on)])
         if !on {
             a.discoverableTimer?.cancel()
             a.discoverableTimer = nil

@@ -503,8 +503,13 @@ public actor BlueZSimulator {
     func bluetoothdReturns() async {
         guard running, !isOnBus else { return }
         log("bluetoothd returns")
+        // A starting bluetoothd exports its adapters unpowered and powers them
+        // on a moment later (AutoEnable): clients see Powered go false → true.
+        let autoEnabled = adapters.filter { $0.present && $0.spec.powered }
+        for a in autoEnabled { a.powered = false }
         do {
             try await goOnBus()
+            autoEnable(autoEnabled.map(\.spec.id))
         } catch {
             log("could not return to the bus: \(error)")
             goOffBus()
@@ -541,7 +546,19 @@ public actor BlueZSimulator {
         log("adapter \(id) added")
         a.present = true
         guard isOnBus else { return }
+        let enable = a.spec.powered
+        if enable { a.powered = false }
         do { try await exportAdapter(a) } catch { log("cannot export \(id): \(error)") }
+        if enable { autoEnable([id]) }
+    }
+
+    /// Powers adapters on shortly after they were exported, as bluetoothd does.
+    func autoEnable(_ ids: [String]) {
+        guard !ids.isEmpty else { return }
+        Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(50))
+            for id in ids { await self?.setPowered(id, true) }
+        }
     }
 
     // MARK: Client tracking

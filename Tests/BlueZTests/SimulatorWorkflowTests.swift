@@ -203,7 +203,10 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
             let reconnect = Task {
                 // What an application does when bluetoothd is back: connect again.
                 try await client.mirror.wait(for: "bluetoothd gone", timeout: .seconds(10)) { !$0.available }
-                try await client.mirror.wait(for: "bluetoothd back", timeout: .seconds(10)) { $0.available && $0.devices[strap] != nil }
+                // A starting bluetoothd powers its adapter a moment after exporting it.
+                try await client.mirror.wait(for: "bluetoothd back", timeout: .seconds(10)) {
+                    $0.available && $0.devices[strap] != nil && $0.adapters[strap.adapter]?.powered == true
+                }
                 try await client.connect(strap)
             }
             let watchdog = Task {
