@@ -375,18 +375,54 @@ public final class DiscoverySession: Sendable {
                 case let .interfacesAdded(path, names) where path == adapter.path && names.contains(BlueZInterface.adapter):
                     break
                 case let .propertiesChanged(path, interface, changed, _)
-                    where path == adapter.path && interface == BlueZInterface.adapter && changed["Powered"] == .boolean(true):
+                    where path == adapter.path && interface == BlueZInterface.adapter
+                        && (changed["Powered"] == .boolean(true) || changed["Discovering"] == .boolean(false)):
+                    // Discovering=false with our session still wanted: bluetoothd
+                    // dropped the discovery (it power-cycles the controller to set
+                    // privacy while starting, for one).
                     break
                 default:
                     continue
                 }
                 guard let self, self.active.withLock({ $0 }) else { return }
                 guard client.mirror.snapshot().adapters[adapter]?.powered == true else { continue }
-                if let filter { try? await client.setDiscoveryFilter(filter, adapter: adapter) }
-                try? await client.startDiscovery(adapter: adapter)
+                await self.startAgain(client)
             }
         }
         watcher.withLock { $0 = task }
+    }
+
+    /// StartDiscovery again, retried while bluetoothd is still settling: up
+    /// to ~30 s, backing off from 0.25 s to 4 s. A bluetoothd 5.66 that has
+    /// just started answers InProgress for a while although nothing is
+    /// discovering (seen in the real-BlueZ tier), so InProgress counts as
+    /// done only once the adapter says Discovering.
+    private func startAgain(_ client: BlueZClient) async {
+        var pause = Duration.milliseconds(250)
+        var waited = Duration.zero
+        var filterSet = filter == nil
+        while active.withLock({ $0 }) && !Task.isCancelled {
+            guard client.mirror.snapshot().adapters[adapter]?.powered == true else { return }
+            do throws(BlueZError) {
+                if !filterSet, let filter {
+                    try await client.setDiscoveryFilter(filter, adapter: adapter)
+                    filterSet = true
+                }
+                try await client.startDiscovery(adapter: adapter)
+                return
+            } catch {
+                switch error {
+                case .bluez(.inProgress, _):
+                    if client.mirror.snapshot().adapters[adapter]?.discovering == true { return }
+                case .unavailable, .cancelled: return
+                default: break
+                }
+            }
+            guard waited < .seconds(30) else { return }
+            do { try await Task.sleep(for: pause) } catch { return }
+            waited += pause
+            pause = min(pause * 2, .seconds(4))
+        }
     }
 
     /// Stops discovery (bluetoothd stops scanning once no client discovers).

@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 
@@ -263,8 +264,26 @@ class Suite:
             broker.wait(10)
 
     def restart_with(self, gateway, port):
+        # The gateway's log, read as it comes: kill bluetoothd only once the
+        # gateway has registered its agent (it starts slowly under TCG).
+        log_lines = []
+        agent_up = threading.Event()
+
+        def read_log():
+            for line in gateway.stderr:
+                log_lines.append(line)
+                if "pairing agent registered" in line:
+                    agent_up.set()
+        reader = threading.Thread(target=read_log, daemon=True)
+        reader.start()
+        monitor_log = open(os.path.join(self.out, "restart-dbus.log"), "w")
+        monitor = subprocess.Popen(["dbus-monitor", "--system", "member='StartDiscovery'", "member='SetDiscoveryFilter'",
+                                    "type='error'", "path='/org/bluez/hci0',member='PropertiesChanged'",
+                                    "member='InterfacesAdded',path='/'", "member='NameOwnerChanged',arg0='org.bluez'"],
+                                   stdout=monitor_log, stderr=subprocess.STDOUT)
         scan = self.spawn("scan", "--json", "--duration", "40")
-        time.sleep(6)
+        check(agent_up.wait(30), "the gateway did not register its pairing agent within 30 s")
+        time.sleep(4)
         self.stop_bluetoothd(signal.SIGKILL)
         time.sleep(2)
         # Fresh BTHome state from the gateway after the restart (retained ones left out).
@@ -275,6 +294,10 @@ class Suite:
         restarted = time.monotonic()
         self.start_bluetoothd()
         fresh_out, _ = fresh.communicate(timeout=90)
+        self.bluetoothctl("show")  # Discovering: in the log, for a failure
+        monitor.terminate()
+        monitor.wait(5)
+        monitor_log.close()
         if fresh.returncode != 0:
             seen, _ = everything.communicate(timeout=60)
             self.log("published after the restart (40 s):\n" + "\n".join(l[:160] for l in seen.splitlines()[:200]))
@@ -282,14 +305,16 @@ class Suite:
             everything.kill()
             everything.wait()
         gateway.send_signal(signal.SIGTERM)
-        _, g_err = gateway.communicate(timeout=30)
+        gateway.wait(30)
+        reader.join(10)
+        g_err = "".join(log_lines)
         self.log(f"gateway across restart -> {gateway.returncode}\n{g_err[-4000:]}")
+        out, err = scan.communicate(timeout=90)
+        self.log(f"scan across restart -> {scan.returncode}\n{out[-3000:]}{err[-2000:]}")
         check(fresh.returncode == 0 and fresh_out.strip(),
               "the gateway published nothing for the BTHome sensor within 60 s of bluetoothd's return")
         check("pairing agent registered again" in g_err, "the gateway did not register its agent again after the restart")
         check(gateway.returncode == 0, f"gateway exited {gateway.returncode} on SIGTERM after the restart")
-        out, err = scan.communicate(timeout=90)
-        self.log(f"scan across restart -> {scan.returncode}\n{out[-2000:]}{err[-2000:]}")
         check(scan.returncode == 0, f"scan exited {scan.returncode} across the restart: {err[-300:]}")
         lines = out.splitlines()
         check(len(lines) > 0, "scan printed nothing")
