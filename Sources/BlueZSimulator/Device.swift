@@ -94,6 +94,10 @@ extension BlueZSimulator {
         log("device \(d.spec.address) (\(d.displayAlias)) appears")
         // Whoever exported it, a monitor that matches it hears of it.
         notifyMonitors(d, a)
+        // The actor was free while the object was exported: if the discovery
+        // or the monitor that wanted it ended meanwhile, nothing else will
+        // schedule its expiry (monitorsChanged skipped it, unregistered).
+        if !d.isKept, d.removalTask == nil, !wanted(d, by: a) { scheduleRemoval(d) }
         if d.paired && !d.spec.gatt.isEmpty && d.connected {
             await exportGATT(d)
         }
