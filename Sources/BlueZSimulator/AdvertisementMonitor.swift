@@ -103,7 +103,10 @@ extension BlueZSimulator {
     // MARK: Registration
 
     func registerMonitor(_ id: String, sender: String, _ root: ObjectPath) async throws -> [DBusValue] {
-        guard let a = adapter(id), a.present, a.registration != nil, let connection else {
+        // Not `a.registration`: the actor is free while the adapter is being
+        // exported, and a client that saw the manager appear may call in that
+        // gap; bluetoothd answers it (its adapter object is there at once).
+        guard let a = adapter(id), a.present, isOnBus, let connection else {
             throw bluezError("Failed", "Failed to create Adv Monitor app")
         }
         guard !a.monitorApps.contains(where: { $0.sender == sender && $0.root == root }) else {
