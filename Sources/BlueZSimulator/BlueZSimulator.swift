@@ -157,8 +157,9 @@ final class DeviceState {
     var exporting = false
     var gattExported = false
     var hasBattery = false
-    /// A Disconnect is waiting for bluetoothd's disconnect timer.
-    var disconnecting = false
+    /// bluetoothd's disconnect timer, while a Disconnect waits for it; a
+    /// second Disconnect meanwhile waits for the same one.
+    var disconnectTimer: Task<Void, Never>?
     var publishedManufacturerData: [UInt16: [UInt8]]?
     var publishedServiceData: [String: [UInt8]]?
     /// The RSSI last announced (bluetoothd's device->rssi), nil when none is.

@@ -326,13 +326,16 @@ extension BlueZSimulator {
         // ServicesResolved=false, the reply, and Connected=false after it.
         let generation = d.connectionGeneration
         removeBattery(d)
-        if !d.disconnecting {
-            d.disconnecting = true
-            defer { d.disconnecting = false }
-            try? await sleep(scenario.settings.disconnectDelay)
+        let timer: Task<Void, Never>
+        if let pending = d.disconnectTimer {
+            timer = pending
         } else {
-            while d.disconnecting, d.connected { try? await Task.sleep(for: .milliseconds(5)) }
+            let wait = duration(scenario.settings.disconnectDelay)
+            timer = Task { try? await Task.sleep(for: wait) }
+            d.disconnectTimer = timer
         }
+        await timer.value
+        if d.disconnectTimer == timer { d.disconnectTimer = nil }
         guard d.connected, d.connectionGeneration == generation else { return [] }
         if d.servicesResolved {
             d.servicesResolved = false
