@@ -4,6 +4,7 @@ import BLEParsing
 import BlueZ
 import DBus
 import Foundation
+import Synchronization
 
 struct ConnectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -349,13 +350,12 @@ struct NotifyCommand: AsyncParsableCommand {
 }
 
 /// Reads an acquired GATT socket (SOCK_SEQPACKET) on a thread of its own.
-final class AcquiredSocketReader: @unchecked Sendable {
+final class AcquiredSocketReader: Sendable {
     let values: AsyncStream<[UInt8]>
-    // The descriptor is closed by whichever of the reader and stop() is
-    // last; the lock keeps stop() from shutting down a reused number.
-    private let lock = NSLock()
-    private var fd: Int32
-    private var done = false
+    private let fd: Int32
+    // Open until the reader thread closes it; stop() only shuts it down,
+    // under the same lock, so it never touches a number reused meanwhile.
+    private let open = Mutex(true)
 
     init(fd: Int32, packetSize: Int) {
         self.fd = fd
@@ -377,18 +377,18 @@ final class AcquiredSocketReader: @unchecked Sendable {
                 }
             }
             continuation.finish()
-            lock.lock()
-            if !done { done = true; close(fd); self.fd = -1 }
-            lock.unlock()
+            open.withLock { isOpen in
+                isOpen = false
+                close(fd)
+            }
         }.start()
     }
 
-    /// Wakes the reader (shutdown) and releases the socket, which tells
+    /// Wakes the reader (shutdown); it then closes the socket, which tells
     /// bluetoothd to stop the notifications.
     func stop() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !done, fd >= 0 else { return }
-        _ = shutdown(fd, Int32(SHUT_RDWR))
+        open.withLock { isOpen in
+            if isOpen { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+        }
     }
 }

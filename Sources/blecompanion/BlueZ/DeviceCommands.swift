@@ -118,7 +118,6 @@ struct ScanCommand: AsyncParsableCommand {
         guard passes(d) else { return false }
         let battery = client.mirror.snapshot().batteries[d.id], key = keys[d.address]
         out(options.json ? jsonLine(deviceJSON(d, battery: battery, bindkey: key)) : deviceLine(d, battery: battery, bindkey: key))
-
         return true
     }
 }
@@ -220,7 +219,6 @@ func gattText(_ g: GATTValue) -> String {
     }.joined(separator: ", ")
 }
 
-/// Completes after `seconds`, or at SIGINT/SIGTERM (whichever first).
 /// The devices a scan has printed, so that "lost" is said only of them.
 final class ReportedDevices: Sendable {
     private let ids = Mutex<Set<DeviceID>>([])
@@ -228,6 +226,7 @@ final class ReportedDevices: Sendable {
     func remove(_ id: DeviceID) -> Bool { ids.withLock { $0.remove(id) != nil } }
 }
 
+/// Completes after `seconds`, or at SIGINT/SIGTERM (whichever first).
 final class StopSignal: @unchecked Sendable {
     private let stream: AsyncStream<Void>
     private let continuation: AsyncStream<Void>.Continuation
