@@ -8,6 +8,7 @@ prints one line per workflow; exits 1 when any failed.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -252,23 +253,14 @@ class Suite:
     def w_bluetoothd_restart(self):
         """bluetoothd killed mid-session: a running scan and a running gateway
         (mirror, discovery, agent, publishing) recover when it returns."""
-        work = tempfile.mkdtemp(prefix="restart-")
-        port = free_port()
-        broker = subprocess.Popen(["mosquitto", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.5)
-        config = os.path.join(work, "gateway.yaml")
-        with open(config, "w") as f:
-            f.write(f"gateway: {{ state_dir: {work}/state }}\nmqtt: {{ host: 127.0.0.1, port: {port} }}\n"
-                    f"http: {{ listen: \"127.0.0.1:{free_port()}\" }}\n")
-        gateway = self.spawn("gateway", "--config", config)
-        try:
-            return self.restart_with(gateway, port)
-        finally:
-            if gateway.poll() is None:
-                gateway.kill()
-                gateway.wait()
-            broker.terminate()
-            broker.wait(10)
+        with gateway_setup("restart-", "") as (config, port):
+            gateway = self.spawn("gateway", "--config", config)
+            try:
+                return self.restart_with(gateway, port)
+            finally:
+                if gateway.poll() is None:
+                    gateway.kill()
+                    gateway.wait()
 
     def restart_with(self, gateway, port):
         # The gateway's log, read as it comes: kill bluetoothd only once the
@@ -397,16 +389,7 @@ class Suite:
     def gateway_session(self, extra):
         """The gateway for 20 s against a private mosquitto; checks that it
         published the BTHome sensor and stopped cleanly on SIGTERM."""
-        work = tempfile.mkdtemp(prefix="gateway-")
-        port = free_port()
-        broker = subprocess.Popen(["mosquitto", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(0.5)
-            config = os.path.join(work, "gateway.yaml")
-            with open(config, "w") as f:
-                f.write(f"gateway: {{ state_dir: {work}/state }}\n"
-                        f"mqtt: {{ host: 127.0.0.1, port: {port} }}\n"
-                        f"http: {{ listen: \"127.0.0.1:{free_port()}\" }}\n" + extra)
+        with gateway_setup("gateway-", extra) as (config, port):
             sub = subprocess.Popen(["mosquitto_sub", "-p", str(port), "-t", "#", "-v", "-W", "25"],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             gateway = self.spawn("gateway", "--config", config)
@@ -421,9 +404,6 @@ class Suite:
             key = BTHOME.replace(":", "").lower()
             check(any(key in t for t in topics), f"no topic for the BTHome sensor among {len(topics)} messages")
             return topics, g_err
-        finally:
-            broker.terminate()
-            broker.wait(10)
 
     def w_dashboard_tmux(self):
         """The dashboard in tmux (120x40): scan, open the ESS sensor, connect,
@@ -526,6 +506,26 @@ class Suite:
         with open(os.path.join(self.out, "results.json"), "w") as f:
             json.dump(self.results, f, indent=1)
         return 0 if all(r["status"] == "pass" for r in self.results) else 1
+
+
+@contextlib.contextmanager
+def gateway_setup(prefix, extra):
+    """A private mosquitto and a gateway configuration for it (plus `extra`
+    YAML); yields (config path, broker port) and stops the broker after."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    port = free_port()
+    broker = subprocess.Popen(["mosquitto", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(0.5)
+        config = os.path.join(work, "gateway.yaml")
+        with open(config, "w") as f:
+            f.write(f"gateway: {{ state_dir: {work}/state }}\n"
+                    f"mqtt: {{ host: 127.0.0.1, port: {port} }}\n"
+                    f"http: {{ listen: \"127.0.0.1:{free_port()}\" }}\n" + extra)
+        yield config, port
+    finally:
+        broker.terminate()
+        broker.wait(10)
 
 
 def free_port():
