@@ -29,10 +29,25 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
         bytes = out
     }
 
-    public var description: String { bytes.map { hex2($0) }.joined(separator: ":") }
+    public var description: String { joinedHex(separator: UInt8(ascii: ":")) }
 
     /// The form bluetoothd uses in object paths: `AA_BB_CC_DD_EE_FF`.
-    public var pathComponent: String { bytes.map { hex2($0) }.joined(separator: "_") }
+    public var pathComponent: String { joinedHex(separator: UInt8(ascii: "_")) }
+
+    /// "AA:BB:…" in one allocation (the dashboard writes every visible
+    /// row's address on every frame).
+    private func joinedHex(separator: UInt8) -> String {
+        String(unsafeUninitializedCapacity: 17) { out in
+            var at = 0
+            for (i, b) in bytes.prefix(6).enumerated() {
+                if i > 0 { out[at] = separator; at += 1 }
+                out[at] = hexDigit(b >> 4)
+                out[at + 1] = hexDigit(b & 0xF)
+                at += 2
+            }
+            return at
+        }
+    }
 
     public static func < (a: BluetoothAddress, b: BluetoothAddress) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
 
@@ -57,8 +72,12 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
 }
 
 @inline(__always) func hex2(_ b: UInt8) -> String {
-    let digits: [Character] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "A", "B", "C", "D", "E", "F"]
-    return String([digits[Int(b >> 4)], digits[Int(b & 0xF)]])
+    String(decoding: [hexDigit(b >> 4), hexDigit(b & 0xF)], as: UTF8.self)
+}
+
+/// The upper-case hex digit of `nibble` (0…15) as an ASCII byte.
+@inline(__always) func hexDigit(_ nibble: UInt8) -> UInt8 {
+    nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
 }
 
 /// An adapter, e.g. `hci0` at `/org/bluez/hci0`.

@@ -293,7 +293,7 @@ public enum DashboardContent {
             col(r.id.address.description, address)
             let (bars, level) = Format.signalBars(r.rssi)
             let signalStyle = selected ? base : r.stale ? Theme.dim : level >= 3 ? Theme.ok : level == 2 ? Theme.warn : Theme.bad
-            col(bars + (r.rssi.map { String(format: " %4d", $0) } ?? "     "), ListColumns.signal, style: signalStyle)
+            col(bars + (r.rssi.map { TextWidth.pad(" " + String($0), to: 5, alignRight: true) } ?? "     "), ListColumns.signal, style: signalStyle)
             col(r.format ?? "", format)
             col(Format.headline(r.readings), values)
             col(Format.battery(r.readings) ?? "", ListColumns.battery, right: true)

@@ -8,15 +8,39 @@ public enum Format {
     public static func number(_ v: Double, decimals: Int = 2) -> String {
         guard v.isFinite else { return "–" }
         if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
+        // Digits by integer arithmetic (no Foundation formatter: the list
+        // shows a few readings per visible row on every frame). The scaled
+        // value rounds as "%.Nf" rounds the exact one, except when it lands
+        // exactly on a half (the product may have rounded onto it from
+        // either side): that case goes to the formatter.
+        if (0...6).contains(decimals) {
+            var scale: Int64 = 1
+            for _ in 0..<decimals { scale *= 10 }
+            let product = abs(v) * Double(scale)
+            if product < 1e15, product - product.rounded(.down) != 0.5 {
+                let n = Int64(product.rounded())
+                var s = v < 0 && n != 0 ? "-" : ""
+                s += String(n / scale)
+                var fraction = n % scale, width = decimals
+                while width > 0, fraction % 10 == 0 { fraction /= 10; width -= 1 }
+                if width > 0 {
+                    let digits = String(fraction)
+                    s += "." + String(repeating: "0", count: width - digits.count) + digits
+                }
+                return s
+            }
+        }
         var s = String(format: "%.\(decimals)f", v)
-        while s.hasSuffix("0") { s.removeLast() }
+        while s.contains("."), s.hasSuffix("0") { s.removeLast() }
         if s.hasSuffix(".") { s.removeLast() }
-        return s
+        return s == "-0" ? "0" : s
     }
 
     public static func reading(_ r: Reading, decimals: Int = 2) -> String {
         switch r.value {
-        case let .number(v): return number(v, decimals: decimals) + (r.unit.map { $0.isEmpty ? "" : " \($0)" } ?? "")
+        case let .number(v):
+            guard let unit = r.unit, !unit.isEmpty else { return number(v, decimals: decimals) }
+            return number(v, decimals: decimals) + " " + unit
         case let .bool(b): return "\(r.kind.rawValue.replacingOccurrences(of: "_", with: " ")) \(b ? "yes" : "no")"
         case let .text(t): return t
         }
@@ -28,7 +52,13 @@ public enum Format {
     /// The readings worth a glance in a list row: up to `limit` numeric ones,
     /// battery and counters left out (battery has its own column).
     public static func headline(_ readings: [Reading], limit: Int = 3) -> String {
-        readings.filter { !minor.contains($0.kind) && $0.value.number != nil }.prefix(limit).map { reading($0, decimals: 1) }.joined(separator: " ")
+        var text = "", shown = 0
+        for r in readings where shown < limit && !minor.contains(r.kind) && r.value.number != nil {
+            if shown > 0 { text += " " }
+            text += reading(r, decimals: 1)
+            shown += 1
+        }
+        return text
     }
 
     public static func battery(_ readings: [Reading]) -> String? {
