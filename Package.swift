@@ -13,6 +13,13 @@ let package = Package(
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
         .library(name: "MQTT", targets: ["MQTT"]),
+        // The layers above, as products only so that the allocation benchmarks
+        // (Benchmarks/, a package of their own) can reach them.
+        .library(name: "Domain", targets: ["Domain"]),
+        .library(name: "Presenters", targets: ["Presenters"]),
+        .library(name: "TerminalUI", targets: ["TerminalUI"]),
+        .library(name: "Dashboard", targets: ["Dashboard"]),
+        .library(name: "Gateway", targets: ["Gateway"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -39,7 +46,7 @@ let package = Package(
             pkgConfig: "libcrypto",
             providers: [.apt(["libssl-dev"])]
         ),
-        .systemLibrary(name: "CSystem"),
+        .systemLibrary(name: "CPosix"),
         .systemLibrary(
             name: "CMosquitto",
             pkgConfig: "libmosquitto",
@@ -50,12 +57,12 @@ let package = Package(
         // Numbers from outside (options, configuration, HTTP queries) checked before they become
         // intervals, durations or dates: one place, documented bounds, no trap. Foundation-free.
         .target(name: "Bounds"),
-        .target(name: "DBus", dependencies: ["CDBus", "CSystem"]),
+        .target(name: "DBus", dependencies: ["CDBus", "CPosix"]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
         // MQTT client for the headless gateway (issue 7): libmosquitto, imported internally.
         .target(name: "MQTT", dependencies: ["CMosquitto"]),
         // A small HTTP/1.1 server on POSIX sockets (local API of the gateway): no NIO, builds in seconds.
-        .target(name: "HTTPServer", dependencies: ["CSystem"]),
+        .target(name: "HTTPServer", dependencies: ["CPosix"]),
         // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.
         .target(name: "ServiceSupport", dependencies: [.product(name: "Logging", package: "swift-log")]),
         // The gateway's configuration file (YAML): model, parsing, validation with key + line.
@@ -125,7 +132,7 @@ let package = Package(
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
         // replayReadings (issue 8) runs a fixture through the simulator, client, repository and presenter.
-        .target(name: "TestSupport", dependencies: ["BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CSystem"],
+        .target(name: "TestSupport", dependencies: ["BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CPosix"],
                 path: "Tests/TestSupport"),
         .testTarget(name: "MQTTTests", dependencies: [
             "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion",

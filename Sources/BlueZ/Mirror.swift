@@ -266,28 +266,15 @@ public final class BlueZMirror: Sendable {
     }
 
     private func apply(_ m: DBusMessage, to s: inout State) -> [BlueZEvent] {
-        guard let path = m.path else { return [] }
-        switch (m.interface, m.member) {
-        case (BlueZInterface.objectManager, "InterfacesAdded"):
-            guard m.body.count == 2, case let .objectPath(object) = m.body[0],
-                  let interfaces = try? m.body[1].decode(as: [String: [String: DBusValue]].self) else { return [] }
-            s.changes &+= 1
-            s.snapshot.add(object, interfaces)
+        guard let applied = s.snapshot.apply(m) else { return [] }
+        s.changes &+= 1
+        switch applied {
+        case let .interfacesAdded(object, interfaces):
             return [.interfacesAdded(object, interfaces.keys.sorted())]
-        case (BlueZInterface.objectManager, "InterfacesRemoved"):
-            guard m.body.count == 2, case let .objectPath(object) = m.body[0],
-                  let names = try? m.body[1].decode(as: [String].self) else { return [] }
-            s.changes &+= 1
-            s.snapshot.remove(object, names)
+        case let .interfacesRemoved(object, names):
             return [.interfacesRemoved(object, names)]
-        case (BlueZInterface.properties, "PropertiesChanged"):
-            // The flood case: merge the a{sv} entries straight into the tree;
-            // a dictionary for the event is built only when someone listens.
-            guard m.body.count == 3, case let .string(interface) = m.body[0],
-                  case let .dictionary(.string, .variant, entries) = m.body[1],
-                  let invalidated = try? m.body[2].decode(as: [String].self) else { return [] }
-            guard s.snapshot.change(path, interface, entries: entries, invalidated) else { return [] }
-            s.changes &+= 1
+        case let .propertiesChanged(path, interface, entries, invalidated):
+            // A dictionary for the event is built only when someone listens.
             guard !s.subscribers.isEmpty else {
                 s.appliedUnheard = true
                 return []
@@ -298,8 +285,6 @@ public final class BlueZMirror: Sendable {
                 changed[k] = e.value.unwrappingOneVariant
             }
             return [.propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)]
-        default:
-            return []
         }
     }
 

@@ -83,6 +83,46 @@ public struct BlueZSnapshot: Sendable, Equatable {
 
     // MARK: Applying changes
 
+    /// What one org.bluez signal changed, as ``apply(_:)`` applied it.
+    public enum AppliedSignal: Sendable {
+        case interfacesAdded(ObjectPath, [String: [String: DBusValue]])
+        case interfacesRemoved(ObjectPath, [String])
+        /// `entries`: PropertiesChanged's `a{sv}` as received (a listener
+        /// builds a dictionary from them only if it wants one).
+        case propertiesChanged(ObjectPath, interface: String, entries: [DBusDictEntry], invalidated: [String])
+    }
+
+    /// Applies one ObjectManager or PropertiesChanged signal from bluetoothd
+    /// to the tree: what ``BlueZMirror`` does for every signal it receives
+    /// (public so that the allocation benchmarks measure this step alone).
+    /// Nil when the signal is not one of those, is malformed, or names an
+    /// object or interface the tree does not hold (a late signal for a
+    /// removed object is ignored).
+    public mutating func apply(_ m: DBusMessage) -> AppliedSignal? {
+        guard let path = m.path else { return nil }
+        switch (m.interface, m.member) {
+        case (BlueZInterface.objectManager, "InterfacesAdded"):
+            guard m.body.count == 2, case let .objectPath(object) = m.body[0],
+                  let interfaces = try? m.body[1].decode(as: [String: [String: DBusValue]].self) else { return nil }
+            add(object, interfaces)
+            return .interfacesAdded(object, interfaces)
+        case (BlueZInterface.objectManager, "InterfacesRemoved"):
+            guard m.body.count == 2, case let .objectPath(object) = m.body[0],
+                  let names = try? m.body[1].decode(as: [String].self) else { return nil }
+            remove(object, names)
+            return .interfacesRemoved(object, names)
+        case (BlueZInterface.properties, "PropertiesChanged"):
+            // The flood case: the a{sv} entries go straight into the tree.
+            guard m.body.count == 3, case let .string(interface) = m.body[0],
+                  case let .dictionary(.string, .variant, entries) = m.body[1],
+                  let invalidated = try? m.body[2].decode(as: [String].self),
+                  change(path, interface, entries: entries, invalidated) else { return nil }
+            return .propertiesChanged(path, interface: interface, entries: entries, invalidated: invalidated)
+        default:
+            return nil
+        }
+    }
+
     mutating func reset(to managed: [ObjectPath: [String: [String: DBusValue]]]) {
         self = BlueZSnapshot()
         available = true

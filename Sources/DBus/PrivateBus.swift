@@ -1,4 +1,4 @@
-internal import CSystem
+internal import CPosix
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -1,5 +1,5 @@
 // A small HTTP/1.1 server on POSIX sockets for the gateway's local API (issue 7).
-internal import CSystem
+internal import CPosix
 import Glibc
 import Synchronization
 

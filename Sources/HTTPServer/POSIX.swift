@@ -1,5 +1,5 @@
 // The few POSIX pieces the server needs, wrapped once.
-internal import CSystem
+internal import CPosix
 import Glibc
 
 /// POLLRDHUP (peer closed its writing side) is Linux-specific and not exported

@@ -1,5 +1,5 @@
 import Foundation
-import CSystem
+import CPosix
 import Synchronization
 #if canImport(Glibc)
 import Glibc
