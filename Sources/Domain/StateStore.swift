@@ -8,6 +8,9 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
     private struct Inner {
         var state: State
         var subscribers: [UInt64: AsyncStream<State>.Continuation] = [:]
+        /// Subscribers that keep at most one waiting state (``states(coalescing:)``);
+        /// weak: one whose stream went away is dropped at the next update.
+        var mailboxes: [UInt64: WeakMailbox] = [:]
         var next: UInt64 = 0
     }
     private let inner: Mutex<Inner>
@@ -44,6 +47,9 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
     private func publish(_ i: inout Inner) {
         for id in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { i.subscribers[id] = nil }
         for (_, c) in i.subscribers { c.yield(i.state) }
+        for (id, m) in i.mailboxes {
+            if let mailbox = m.value { mailbox.put(i.state) } else { i.mailboxes[id] = nil }
+        }
     }
 
     /// Reads part of the state under the lock (no copy of the parts not read).
@@ -72,6 +78,87 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
         return stream
     }
 
+    /// The current state, then every change, for a consumer that may fall
+    /// behind: at most one state waits for it. A newer state replaces the
+    /// waiting one through `merge(waiting, newer)`, which must carry over what
+    /// the consumer needs from the one it replaces (e.g. the rows that changed
+    /// in both); `coalesced` is called each time. Memory stays bounded however
+    /// slow the consumer is, where ``states()`` would queue every state.
+    public func states(coalescing merge: @escaping @Sendable (State, State) -> State,
+                       coalesced: @escaping @Sendable () -> Void = {}) -> AsyncStream<State> {
+        let mailbox = Mailbox(merge: merge, coalesced: coalesced)
+        inner.withLock { i in
+            i.next += 1
+            i.mailboxes[i.next] = WeakMailbox(value: mailbox)
+            mailbox.put(i.state)
+        }
+        return AsyncStream(unfolding: { await mailbox.take() }, onCancel: { mailbox.cancel() })
+    }
+
+    /// One waiting state and the consumer waiting for it (never both).
+    private final class Mailbox: Sendable {
+        private struct Slot {
+            var waiting: State?
+            var consumer: CheckedContinuation<State?, Never>?
+            var cancelled = false
+        }
+        private let slot = Mutex(Slot())
+        private let merge: @Sendable (State, State) -> State
+        private let coalesced: @Sendable () -> Void
+
+        init(merge: @escaping @Sendable (State, State) -> State, coalesced: @escaping @Sendable () -> Void) {
+            self.merge = merge
+            self.coalesced = coalesced
+        }
+
+        func put(_ state: State) {
+            let (consumer, merged) = slot.withLock { s -> (CheckedContinuation<State?, Never>?, Bool) in
+                if s.cancelled { return (nil, false) }
+                if let c = s.consumer {
+                    s.consumer = nil
+                    return (c, false)
+                }
+                if let waiting = s.waiting {
+                    s.waiting = merge(waiting, state)
+                    return (nil, true)
+                }
+                s.waiting = state
+                return (nil, false)
+            }
+            consumer?.resume(returning: state)
+            if merged { coalesced() }
+        }
+
+        func take() async -> State? {
+            await withCheckedContinuation { (c: CheckedContinuation<State?, Never>) in
+                let ready = slot.withLock { s -> State?? in
+                    if s.cancelled { return .some(nil) }
+                    if let w = s.waiting {
+                        s.waiting = nil
+                        return .some(w)
+                    }
+                    s.consumer = c
+                    return nil
+                }
+                if let ready { c.resume(returning: ready) }
+            }
+        }
+
+        func cancel() {
+            let consumer = slot.withLock { s -> CheckedContinuation<State?, Never>? in
+                s.cancelled = true
+                s.waiting = nil
+                defer { s.consumer = nil }
+                return s.consumer
+            }
+            consumer?.resume(returning: nil)
+        }
+    }
+
+    private struct WeakMailbox: Sendable {
+        weak var value: Mailbox?
+    }
+
     /// Waits until the state satisfies `condition` (now or after a change),
     /// at most `timeout`; true if it did.
     public func wait(atMost timeout: Duration, until condition: @escaping @Sendable (State) -> Bool) async -> Bool {
@@ -79,7 +166,12 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
         return await firstElement(of: states(), within: timeout, where: condition) != nil
     }
 
-    deinit { inner.withLock { i in for (_, c) in i.subscribers { c.finish() } } }
+    deinit {
+        inner.withLock { i in
+            for (_, c) in i.subscribers { c.finish() }
+            for (_, m) in i.mailboxes { m.value?.cancel() }
+        }
+    }
 }
 
 /// The first element of `stream` that satisfies `condition`, or nil when the

@@ -11,6 +11,8 @@ public final class GatewayMetrics: Sendable {
         public var advertisementsCoalesced: UInt64 = 0
         /// Times bluetoothd's events outran the device list and it was read again whole.
         public var resynchronizations: UInt64 = 0
+        /// Device-list states merged into a later one before the planner took them.
+        public var listStatesCoalesced: UInt64 = 0
         public var advertisementsPerSecond: Double = 0
         public var decodeErrors: [String: UInt64] = [:]
         public var connections: UInt64 = 0
@@ -77,6 +79,9 @@ public final class GatewayMetrics: Sendable {
         metric("blecompanion_device_list_resynchronizations_total", "counter",
                "Times bluetoothd's events came faster than the device list took them, some were dropped, and the list was read again whole.",
                [("", "\(v.resynchronizations)")])
+        metric("blecompanion_device_list_states_coalesced_total", "counter",
+               "Device-list states merged into a later one because the publisher was still busy (their changed rows are kept).",
+               [("", "\(v.listStatesCoalesced)")])
         metric("blecompanion_advertisements_per_second", "gauge", "Advertisement events per second over the last minute.",
                [("", Self.number(v.advertisementsPerSecond))])
         metric("blecompanion_decode_errors_total", "counter",

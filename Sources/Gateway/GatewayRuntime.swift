@@ -329,12 +329,15 @@ public final class GatewayRuntime: Sendable {
     // MARK: - Loops
 
     private func publishLoop() async {
-        let states = list.states()
+        // At most one state waits while the planner works (a flood makes
+        // states faster than it plans); the one waiting carries the changed
+        // rows of every state it replaced, so nothing is missed and memory
+        // stays bounded.
+        let metrics = self.metrics
+        let states = list.coalescedStates { metrics.update { $0.listStatesCoalesced &+= 1 } }
         let timer = Task { [weak self] in await self?.timerLoop() }
         defer { timer.cancel() }
         for await state in states {
-            // Every state reaches this loop (a presenter's states are not
-            // dropped), so its changed rows are relative to the one before.
             let messages = await loop.listChanged(state.devices, changes: state.changes, now: Date())
             enqueue(messages)
         }

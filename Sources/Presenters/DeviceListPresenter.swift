@@ -116,6 +116,18 @@ public final class DeviceListPresenter: Presenter {
         }
         /// Every device the change touched.
         public var ids: Set<DeviceID> { removed.union(rows.map(\.id)) }
+
+        /// What `older` then `newer` changed together, as of `newer`: each
+        /// device's latest row, or its removal if that came last. Nil (anything
+        /// may have changed) when either is nil.
+        public static func merged(_ older: RowChanges?, _ newer: RowChanges?) -> RowChanges? {
+            guard let older, let newer else { return nil }
+            let touched = newer.ids
+            var result = newer
+            result.rows = older.rows.filter { !touched.contains($0.id) } + newer.rows
+            result.removed.formUnion(older.removed.filter { !touched.contains($0) })
+            return result
+        }
     }
 
     public enum Action: Sendable, Equatable {
@@ -164,6 +176,19 @@ public final class DeviceListPresenter: Presenter {
     public var state: State { store.state }
     public func states() -> AsyncStream<State> { store.states() }
     public func send(_ action: Action) { runtime.send(action) }
+
+    /// The states for a consumer that may fall behind (the gateway's
+    /// planner under a flood): at most one waits; a newer one replaces it
+    /// and carries the changes of both (``RowChanges/merged(_:_:)``), so a
+    /// consumer that looks only at `changes` still sees every changed row,
+    /// and memory stays bounded. `coalesced` counts each replacement.
+    public func coalescedStates(coalesced: @escaping @Sendable () -> Void = {}) -> AsyncStream<State> {
+        store.states(coalescing: { waiting, newer in
+            var merged = newer
+            merged.changes = RowChanges.merged(waiting.changes, newer.changes)
+            return merged
+        }, coalesced: coalesced)
+    }
 
     private func handle(_ action: Action) async {
         switch action {
