@@ -407,13 +407,30 @@ public final class BlueZDeviceRepository: DeviceRepository {
         }
         let records = zip(devices, models).map { d, decoded in makeRecord(d, decoded, lastSeen: lastSeen[d.id]) }
         state.withLock { s in
+            let scanning = adapter?.discovering == true
+            // The same devices in the same order as the last snapshot (a
+            // resynchronisation under a flood, usually): name the ones whose
+            // records differ, so that consumers stay incremental instead of
+            // rebuilding every row. Anything else: a whole snapshot.
+            var changed: Set<DeviceID>? = nil
+            if s.availability == availability, s.scanning == scanning, s.records.count == records.count {
+                var ids: Set<DeviceID> = []
+                var sameDevices = true
+                for (i, r) in records.enumerated() {
+                    let old = s.records[i]
+                    guard old.id == r.id else { sameDevices = false; break }
+                    if old != r { ids.insert(r.id) }
+                }
+                // `dirty`: changed since the last snapshot but not published yet.
+                if sameDevices { changed = ids.union(s.dirty) }
+            }
             s.records = ChunkedArray(records)
             s.index = Dictionary(records.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { a, _ in a })
-            s.scanning = adapter?.discovering == true
+            s.scanning = scanning
             s.availability = availability
-            // A whole snapshot, at once: it carries every pending change too.
+            // At once: it carries every pending change too.
             s.resyncPending = false
-            publish(&s, changed: nil)
+            publish(&s, changed: changed)
         }
     }
 }
