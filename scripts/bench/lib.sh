@@ -1,6 +1,7 @@
-# Shared by scripts/bench-bluez and scripts/bench-gateway (sourced, not run).
-# Needs: TMP (a private temporary directory), BENCH (the bench binary), log().
-# Sets: ADDRESS, DAEMON_PID, SIM_PID.
+# Shared by the bench and soak scripts (sourced, not run).
+# Needs: TMP (a private temporary directory), BENCH (the bench binary), log();
+# MOSQUITTO (the broker's path) for start_broker.
+# Sets: ADDRESS, DAEMON_PID, SIM_PID; PORT, BROKER_PID.
 
 # start_daemon: a private dbus-daemon with generous limits (floods of signals).
 start_daemon() {
@@ -44,3 +45,20 @@ stop_sim() {
   rm -f "$TMP/sim.in"
 }
 
+
+# start_broker: a private mosquitto on a free loopback port, nothing kept
+# (no persistence, no queue limit for a slow subscriber).
+start_broker() {
+  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+  {
+    echo "listener $PORT 127.0.0.1"
+    echo "persistence false"
+    echo "allow_anonymous true"
+    echo "max_queued_messages 0"
+    [[ $(id -u) == 0 ]] && echo "user root"
+  } >"$TMP/mosquitto.conf"
+  "$MOSQUITTO" -c "$TMP/mosquitto.conf" >"$TMP/mosquitto.log" 2>&1 &
+  BROKER_PID=$!
+  for _ in $(seq 100); do (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.05; done
+  (echo >"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null || { log "mosquitto did not start:"; cat "$TMP/mosquitto.log" >&2; exit 1; }
+}
