@@ -305,9 +305,11 @@ extension BlueZSimulator {
         watchClient(sender)
         guard first else { return [] }
         // The first subscription writes the device's CCCD and replies when the
-        // device answered (a round trip; a second StartNotify meanwhile
-        // succeeds at once). bluetoothd does not signal the CCCD's Value.
-        try? await sleep(0.005)
+        // device answered: a write request and its response, at least one
+        // connection interval (bluetoothd's LE default is 30–50 ms). A second
+        // StartNotify meanwhile succeeds at once. bluetoothd does not signal
+        // the CCCD's Value.
+        try? await sleep(0.03)
         guard c.notifyClients.contains(sender), c.registration != nil, d.connected else {
             throw bluezError("Failed", "Disconnected")
         }
