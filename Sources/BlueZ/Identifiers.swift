@@ -71,10 +71,6 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
     }
 }
 
-@inline(__always) func hex2(_ b: UInt8) -> String {
-    String(decoding: [hexDigit(b >> 4), hexDigit(b & 0xF)], as: UTF8.self)
-}
-
 /// The upper-case hex digit of `nibble` (0…15) as an ASCII byte.
 @inline(__always) func hexDigit(_ nibble: UInt8) -> UInt8 {
     nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "A") + nibble - 10
