@@ -46,10 +46,13 @@ stop_sim() {
 }
 
 
+# free_port: a TCP port on 127.0.0.1 that nothing listens on now.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
 # start_broker: a private mosquitto on a free loopback port, nothing kept
 # (no persistence, no queue limit for a slow subscriber).
 start_broker() {
-  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+  PORT=$(free_port)
   {
     echo "listener $PORT 127.0.0.1"
     echo "persistence false"
