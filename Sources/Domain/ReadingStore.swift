@@ -159,7 +159,7 @@ public final class ReadingStore: ReadingHistory {
             }
         }
         do {
-            try pool.write { db in
+            try pool.batchWrite { db, _ in
                 let upsert = try db.cachedStatement(sql: """
                     INSERT INTO device (id, address, name, format, firstSeen, lastSeen, latest) VALUES (?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET name = coalesce(excluded.name, name),

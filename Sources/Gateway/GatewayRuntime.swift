@@ -293,6 +293,11 @@ public final class GatewayRuntime: Sendable {
             }
             await step("disconnecting from the MQTT broker", .seconds(2)) { await mqtt.disconnect() }
         }
+        // Acknowledged messages whose rows are still in the file (deferred
+        // by the queue) go now, so the next start does not publish them again.
+        do throws(DomainError) { try queue.flushAcknowledged() } catch {
+            logger.warning("shutdown: \(error.description); those messages may be published again at the next start")
+        }
         if let agent { await step("unregistering the pairing agent", .seconds(1)) { await agent.unregister() } }
         let adapters = self.adapters, id = adapterID, filter = options.filter
         if options.activeScan {

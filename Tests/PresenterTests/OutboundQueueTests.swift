@@ -76,6 +76,45 @@ import Testing
         #expect(q.depth == 3)
     }
 
+    /// An acknowledgement leaves the queue at once, and its row the file by
+    /// the next enqueue's transaction, by a flush of its own within
+    /// `acknowledgementDelay`, or at `flushAcknowledged()`; until then a
+    /// crash (here: a second connection reading the file) would publish it
+    /// again, never lose one that was not acknowledged.
+    @Test func acknowledgedRowsLeaveTheFileWithTheNextWriteOrSoonAfter() async throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let q = try OutboundQueue(path: path)
+        func rowsInFile() throws -> [String] { try OutboundQueue(path: path).oldest(100).map(\.topic) }
+        let ids = try q.enqueue((0..<4).map { OutboundQueue.Outgoing(topic: "a/\($0)", payload: [UInt8($0)]) })
+        try q.acknowledge([ids[0], ids[1]])
+        #expect(q.depth == 2)
+        #expect(try q.oldest(10).map(\.topic) == ["a/2", "a/3"])
+        #expect(try rowsInFile() == ["a/0", "a/1", "a/2", "a/3"])      // deferred
+        // The next enqueue takes them out in its transaction.
+        try q.enqueue(topic: "a/4", payload: [4])
+        #expect(try rowsInFile() == ["a/2", "a/3", "a/4"])
+        #expect(q.depth == 3)
+        // With nothing enqueued after it, a flush of its own does, soon.
+        try q.acknowledge([ids[2]])
+        #expect(try rowsInFile() == ["a/2", "a/3", "a/4"])
+        let deadline = ContinuousClock.now + .seconds(5)
+        while try rowsInFile() != ["a/3", "a/4"], ContinuousClock.now < deadline {
+            try await Task.sleep(for: OutboundQueue.acknowledgementDelay / 5)
+        }
+        #expect(try rowsInFile() == ["a/3", "a/4"])
+        // At shutdown, at once.
+        try q.acknowledge([ids[3]])
+        try q.flushAcknowledged()
+        #expect(try rowsInFile() == ["a/4"])
+        #expect(q.depth == 1)
+        #expect(try q.oldest(10).map(\.topic) == ["a/4"])
+        // More than a batch's worth at once is deleted in the acknowledging transaction.
+        let many = try q.enqueue((0..<(OutboundQueue.acknowledgementBatch + 1)).map { OutboundQueue.Outgoing(topic: "m/\($0)", payload: []) })
+        try q.acknowledge(many)
+        #expect(try rowsInFile() == ["a/4"])
+        #expect(q.depth == 1)
+    }
+
     @Test func beyondCapacityTheOldestAreDroppedAndCounted() throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         do {
