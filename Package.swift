@@ -136,6 +136,7 @@ let package = Package(
                 path: "Tests/TestSupport"),
         .testTarget(name: "MQTTTests", dependencies: [
             "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion",
+            .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),

@@ -40,6 +40,7 @@ public final class ReadingRecorder: Sendable {
                 do throws(DomainError) {
                     try store.record(changed, at: now())
                     for device in changed { previous[device.id] = device.readings }
+                    if failure.state != nil { failure.update { $0 = nil } }
                 } catch {
                     failure.update { $0 = error.description }
                 }
@@ -49,7 +50,8 @@ public final class ReadingRecorder: Sendable {
 
     deinit { task.cancel() }
 
-    /// The last failure to store readings (nil while all is well).
+    /// The current failure to store readings (nil while all is well: set
+    /// when a write fails, cleared by the next one that succeeds).
     public func failures() -> AsyncStream<String?> { failure.states() }
     public var lastFailure: String? { failure.state }
 }

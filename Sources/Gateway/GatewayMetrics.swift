@@ -25,6 +25,13 @@ public final class GatewayMetrics: Sendable {
         public var bluetoothdAvailable = false
         public var devicesOnline: Int = 0
         public var commands: [String: UInt64] = [:]   // "action/result"
+        /// Messages the outbound queue could not store (SQLite refused the
+        /// write: disk full, read-only, I/O error); counted as dropped too.
+        public var queueRefused: Int = 0
+        /// Failed writes by store ("outbox", "readings").
+        public var storageErrors: [String: UInt64] = [:]
+        /// The stores failing now, with the last error (empty: all is well).
+        public var storageFailures: [String: String] = [:]
         public init() {}
     }
 
@@ -39,6 +46,7 @@ public final class GatewayMetrics: Sendable {
     public var current: Values { values.withLock { $0 } }
 
     public func update(_ change: (inout Values) -> Void) { values.withLock { change(&$0) } }
+    public func updateReturning<T>(_ change: (inout Values) -> T) -> T { values.withLock { change(&$0) } }
 
     /// Records the advertisement counter at `now` and recomputes the rate
     /// over the last minute of samples (a sample at most every second).
@@ -91,8 +99,15 @@ public final class GatewayMetrics: Sendable {
         metric("blecompanion_connection_failures_total", "counter", "Connection attempts of watched devices that failed.",
                [("", "\(v.connectionFailures)")])
         metric("blecompanion_mqtt_queue_depth", "gauge", "Messages waiting in the outbound queue.", [("", "\(v.queueDepth)")])
-        metric("blecompanion_mqtt_queue_dropped_total", "counter", "Messages dropped because the outbound queue was full.",
-               [("", "\(v.queueDropped)")])
+        metric("blecompanion_mqtt_queue_dropped_total", "counter",
+               "Messages dropped: the outbound queue was full (the oldest went), or it could not store them (storage error).",
+               [("", "\(v.queueDropped + v.queueRefused)")])
+        metric("blecompanion_storage_errors_total", "counter", "Writes to a SQLite store that failed (disk full, read-only, I/O error), by store.",
+               ["outbox", "readings"].map { ("{store=\"\($0)\"}", "\(v.storageErrors[$0] ?? 0)") })
+        metric("blecompanion_storage_ok", "gauge", "1 while the store's last write succeeded, by store.",
+               ["outbox", "readings"].map { store in
+                   ("{store=\"\(store)\"}", v.storageFailures.keys.contains { $0.hasPrefix(store) } ? "0" : "1")
+               })
         metric("blecompanion_mqtt_published_total", "counter", "Messages the broker acknowledged.", [("", "\(v.published)")])
         metric("blecompanion_mqtt_connected", "gauge", "1 while connected to the MQTT broker.", [("", v.mqttConnected ? "1" : "0")])
         metric("blecompanion_dbus_errors_total", "counter", "D-Bus calls to bluetoothd that failed.", [("", "\(v.dbusErrors)")])

@@ -223,6 +223,10 @@ public final class GatewayRuntime: Sendable {
         tasks.append(Task { [weak self] in await self?.scanKeeper() })
         tasks.append(Task { [weak self] in await self?.metricsLoop() })
         tasks.append(Task { [weak self] in await self?.agentKeeper() })
+        tasks.append(Task { [weak self] in
+            guard let failures = self?.recorder.failures() else { return }
+            for await failure in failures { self?.storage("readings", failed: failure) }
+        })
         for (address, uuids) in options.watched.sorted(by: { $0.key < $1.key }) {
             let id = DeviceID(adapter: adapterID, address: address)
             manager.watch(id, notify: uuids)
@@ -324,11 +328,41 @@ public final class GatewayRuntime: Sendable {
             // One transaction for what one state or tick produced.
             do throws(DomainError) {
                 try queue.enqueue(messages.map { .init(topic: $0.topic, payload: $0.payload, retain: $0.retain, qos: max($0.qos, 1)) })
+                storage("outbox", failed: nil)
             } catch {
-                logger.error("\(error.description)")
+                // Refused (disk full, read-only, I/O error): lost, so counted as
+                // dropped; logged when it starts and when it ends, not per message.
+                metrics.update { $0.queueRefused += messages.count }
+                storage("outbox", failed: error.description)
             }
         }
         for m in messages { published.yield(m) }
+    }
+
+    /// A store's writes failing (`failed` its error) or working again (nil):
+    /// counted, logged once per change, and `/healthz` says degraded meanwhile.
+    func storage(_ source: String, failed reason: String?) {
+        let store = source.hasPrefix("outbox") ? "outbox" : source
+        let (was, refused) = metrics.updateReturning { v -> (String?, Int) in
+            let was = v.storageFailures[source]
+            if reason != nil { v.storageErrors[store, default: 0] += 1 }
+            v.storageFailures[source] = reason
+            return (was, v.queueRefused)
+        }
+        switch (was, reason) {
+        case (nil, let reason?):
+            let consequence = switch source {
+            case "outbox": "messages are dropped (counted) until it can write again"
+            case "readings": "readings are not recorded meanwhile"
+            default: "publishing waits and tries again"
+            }
+            logger.error("storage: \(source) failing: \(reason); \(consequence)")
+        case (_?, nil):
+            let note = source == "outbox" ? " (\(refused) messages refused in all)" : ""
+            logger.info("storage: \(source) working again\(note)")
+        default:
+            break
+        }
     }
 
     // MARK: - Loops
@@ -566,6 +600,12 @@ public final class GatewayRuntime: Sendable {
                 for await _ in publisher.lastFailures() {
                     guard let self else { return }
                     metrics.update { $0.published = publisher.publishedCount }
+                }
+            }
+            group.addTask { [weak self] in
+                for await failure in publisher.storageFailures() {
+                    guard let self else { return }
+                    storage("outbox publisher", failed: failure)
                 }
             }
         }

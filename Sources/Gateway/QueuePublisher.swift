@@ -12,25 +12,57 @@ public final class QueuePublisher: Sendable {
     private let client: MQTTClient
     private let batch: Int
     private let failures = StateStore<String?>(nil)
+    private let storage = StateStore<String?>(nil)
     private let acknowledged = Atomic<UInt64>(0)
+    /// After a storage error the next try waits this long, doubling up to `storageRetryMax`.
+    private let storageRetryMin: Duration
+    private let storageRetryMax: Duration
 
     /// Messages the broker acknowledged since this publisher started.
     public var publishedCount: UInt64 { acknowledged.load(ordering: .relaxed) }
 
-    public init(queue: OutboundQueue, client: MQTTClient, batch: Int = 64) {
+    public init(queue: OutboundQueue, client: MQTTClient, batch: Int = 64,
+                storageRetry: ClosedRange<Duration> = .seconds(1)...(.seconds(30))) {
         self.queue = queue
         self.client = client
         self.batch = max(1, batch)
+        storageRetryMin = max(.milliseconds(1), storageRetry.lowerBound)
+        storageRetryMax = max(storageRetryMin, storageRetry.upperBound)
     }
 
     /// The last publishing failure (nil while all is well), for the event log and metrics.
     public func lastFailures() -> AsyncStream<String?> { failures.states() }
+    /// The outbound queue's storage failing now (nil while it reads and
+    /// deletes fine): the current value first, then every change.
+    public func storageFailures() -> AsyncStream<String?> { storage.states() }
+    public var storageFailure: String? { storage.state }
+
+    /// Waits before the next try after a storage error (`delay` doubles
+    /// each time, up to the maximum). False when cancelled meanwhile.
+    private func backOff(_ error: DomainError, _ delay: inout Duration) async -> Bool {
+        failures.update { $0 = error.description }
+        storage.update { $0 = error.description }
+        let wait = delay
+        delay = min(storageRetryMax, delay * 2)
+        do { try await Task.sleep(for: wait) } catch { return false }
+        return true
+    }
+
+    /// The storage answered again: no failure, the delay back to its minimum.
+    private func storageAnswered(_ retry: inout Duration) {
+        storage.update { $0 = nil }
+        retry = storageRetryMin
+    }
 
     /// Runs until cancelled.
     public func run() async {
         var depths = queue.depths().makeAsyncIterator()
         var states = client.states().makeAsyncIterator()
         var connected = false
+        // A storage error (disk full, I/O error) never ends the loop: it is
+        // reported and tried again with a growing delay, so publishing
+        // resumes by itself once the disk has room again.
+        var retry = storageRetryMin
         while !Task.isCancelled {
             if !connected {
                 // Wait for the client to (re)connect.
@@ -40,9 +72,10 @@ public final class QueuePublisher: Sendable {
             }
             let pending: [QueuedMessage]
             do { pending = try queue.oldest(batch) } catch {
-                failures.update { $0 = error.description }
-                return
+                guard await backOff(error, &retry) else { return }
+                continue
             }
+            if storage.state != nil { storageAnswered(&retry) }
             if pending.isEmpty {
                 // Nothing to send: wait for the queue to grow (or give up on cancellation).
                 guard let depth = await depths.next() else { return }
@@ -56,10 +89,15 @@ public final class QueuePublisher: Sendable {
             })
             if acknowledged > 0 {
                 self.acknowledged.add(UInt64(acknowledged), ordering: .relaxed)
-                do throws(DomainError) { try queue.acknowledge(pending.prefix(acknowledged).map(\.id)) } catch {
-                    failures.update { $0 = error.description }
-                    return
+                // The broker has them: until their rows are gone nothing more
+                // is sent (that would publish them again), however long it takes.
+                let ids = pending.prefix(acknowledged).map(\.id)
+                while true {
+                    do throws(DomainError) { try queue.acknowledge(ids); break } catch {
+                        guard await backOff(error, &retry) else { return }
+                    }
                 }
+                if storage.state != nil { storageAnswered(&retry) }
             }
             if let error {
                 // The rest stays in the queue; sent again once the client is

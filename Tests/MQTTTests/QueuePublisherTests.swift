@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 import Domain
+import GRDB
 import Gateway
 @testable import MQTT
 
@@ -45,6 +46,48 @@ import Gateway
             await client.disconnect()
             await first.disconnect()
             await second.disconnect()
+        }
+    }
+
+    /// The broker acknowledged a batch but its rows cannot be deleted (the
+    /// disk is full; here a trigger refuses every delete): the publisher
+    /// reports it, sends nothing more (that would publish them twice) and
+    /// tries again with a growing delay; once deletes work it goes on.
+    /// Before, the first failed delete ended it for good.
+    @Test func aFailedDeleteIsRetriedAndPublishingGoesOnOnceTheDiskHasRoom() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-qp-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("outbox.sqlite").path
+        let queue = try OutboundQueue(path: path)
+        // A backlog larger than the queue keeps in memory: acknowledgements delete at once.
+        let total = OutboundQueue.memoryLimit + 100
+        for start in stride(from: 0, to: total, by: 200) {
+            try queue.enqueue((start..<min(start + 200, total)).map { OutboundQueue.Outgoing(topic: "gw/reading", payload: Array("\($0)".utf8)) })
+        }
+        let refuse = try DatabaseQueue(path: path)
+        try await refuse.write { try $0.execute(sql: "CREATE TRIGGER full BEFORE DELETE ON outbox BEGIN SELECT RAISE(FAIL, 'disk full (test)'); END") }
+
+        try await withBroker { broker in
+            let subscriber = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
+            let inbox = Inbox(try await subscriber.subscribe("gw/#", qos: .atLeastOnce))
+            let client = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
+            let publisher = QueuePublisher(queue: queue, client: client, batch: 64, storageRetry: .milliseconds(50)...(.milliseconds(400)))
+            let running = Task { await publisher.run() }
+            defer { running.cancel() }
+
+            #expect(await eventually(10) { publisher.storageFailure?.contains("disk full (test)") == true })
+            try await Task.sleep(for: .seconds(1))
+            #expect(publisher.publishedCount == 64, "nothing beyond the first batch while its rows stay")
+            #expect(queue.depth == total)
+
+            try await refuse.write { try $0.execute(sql: "DROP TRIGGER full") }
+            let received = await inbox.wait(timeout: .seconds(30)) { $0.count >= total }
+            #expect(received.compactMap(\.text) == (0..<total).map(String.init), "every message once, in order")
+            #expect(await eventually(10) { queue.depth == 0 && publisher.storageFailure == nil })
+            running.cancel()
+            await client.disconnect()
+            await subscriber.disconnect()
         }
     }
 }
