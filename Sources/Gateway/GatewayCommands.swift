@@ -158,6 +158,8 @@ public struct GatewayCommandReply: Sendable, Equatable {
     }
 
     public var ok: Bool { error == nil }
+    /// Refused because too many commands were running (try again later).
+    public var busy = false
 
     public var json: [UInt8] {
         var members: [(String, FieldValue)] = [
@@ -192,24 +194,61 @@ public final class CommandExecutor: Sendable {
     private let control: any DeviceControl
     private let adapter: @Sendable () -> AdapterID
     private let timeout: Duration
-    private let presenters = Mutex<[DeviceID: DeviceDetailPresenter]>([:])
     private let turns = DeviceTurns()
     private let navigator = Navigator()
+    /// At most this many commands run or wait for their device at once;
+    /// more are refused at once with a "busy" reply (MQTT and HTTP both).
+    public let concurrency: Int
+    /// Presenters of devices no command uses now, kept for a next command
+    /// (their details are loaded), at most this many; the least recently
+    /// used goes first. Before, one was kept for every address ever named.
+    public static let idlePresenters = 16
+    private let table = Mutex(Table())
+    private struct Table {
+        var inFlight = 0
+        var tick: UInt64 = 0
+        var presenters: [DeviceID: Entry] = [:]
+    }
+    private struct Entry {
+        let presenter: DeviceDetailPresenter
+        var users: Int
+        var lastUsed: UInt64
+    }
 
     /// `adapter`: the adapter device ids are formed on (asked at each command:
     /// bluetoothd may come back with another).
-    public init(control: any DeviceControl, adapter: @escaping @Sendable () -> AdapterID, timeout: Duration = .seconds(60)) {
+    public init(control: any DeviceControl, adapter: @escaping @Sendable () -> AdapterID, timeout: Duration = .seconds(60),
+                concurrency: Int = 32) {
         self.control = control
         self.adapter = adapter
         self.timeout = timeout
+        self.concurrency = max(1, concurrency)
     }
 
+    /// Commands running or waiting for their device now, and the device
+    /// presenters kept (tests and metrics: both stay bounded).
+    public var load: (inFlight: Int, presenters: Int) { table.withLock { ($0.inFlight, $0.presenters.count) } }
+
     public func execute(_ command: GatewayCommand, on address: BluetoothAddress) async -> GatewayCommandReply {
+        var reply = GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address)
+        let admitted = table.withLock { t -> Bool in
+            guard t.inFlight < concurrency else { return false }
+            t.inFlight += 1
+            return true
+        }
+        guard admitted else {
+            reply.error = "busy: \(concurrency) commands are already running or waiting; try again later"
+            reply.busy = true
+            return reply
+        }
+        defer { table.withLock { $0.inFlight -= 1 } }
         let id = DeviceID(adapter: adapter(), address: address)
         await turns.acquire(id)
-        defer { Task { await turns.release(id) } }
-        let presenter = presenter(for: id)
-        var reply = GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address)
+        let presenter = checkOut(id)
+        defer {
+            checkIn(id)
+            Task { await turns.release(id) }
+        }
         let outcome = await withTaskGroup(of: Outcome?.self) { group -> Outcome in
             group.addTask { await Self.run(command, presenter: presenter) }
             group.addTask { [timeout] in
@@ -237,13 +276,34 @@ public final class CommandExecutor: Sendable {
         case failure(String)
     }
 
-    private func presenter(for id: DeviceID) -> DeviceDetailPresenter {
-        presenters.withLock { map in
-            if let p = map[id] { return p }
+    /// The device's presenter, kept while a command uses it.
+    private func checkOut(_ id: DeviceID) -> DeviceDetailPresenter {
+        table.withLock { t in
+            t.tick &+= 1
+            if var e = t.presenters[id] {
+                e.users += 1
+                e.lastUsed = t.tick
+                t.presenters[id] = e
+                return e.presenter
+            }
             let p = DeviceDetailPresenter(device: id, control: control, history: nil, watchList: nil, navigator: navigator)
-            map[id] = p
+            t.presenters[id] = Entry(presenter: p, users: 1, lastUsed: t.tick)
             return p
         }
+    }
+
+    /// A command is done with the presenter; beyond ``idlePresenters``
+    /// unused ones the least recently used is released.
+    private func checkIn(_ id: DeviceID) {
+        let released: DeviceDetailPresenter? = table.withLock { t in
+            guard var e = t.presenters[id] else { return nil }
+            e.users -= 1
+            t.presenters[id] = e
+            let idle = t.presenters.filter { $0.value.users == 0 }
+            guard idle.count > Self.idlePresenters, let oldest = idle.min(by: { $0.value.lastUsed < $1.value.lastUsed }) else { return nil }
+            return t.presenters.removeValue(forKey: oldest.key)?.presenter
+        }
+        _ = released   // released outside the lock (its deinit cancels its tasks)
     }
 
     private static func run(_ command: GatewayCommand, presenter: DeviceDetailPresenter) async -> Outcome {

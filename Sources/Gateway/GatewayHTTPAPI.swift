@@ -186,7 +186,7 @@ struct GatewayHTTPAPI: Sendable {
             return .json(status: .badRequest, GatewayCommandReply(id: error.id, action: nil, address: address, error: error.description).json)
         }
         let reply = await runtime.execute(command, on: address)
-        return .json(status: reply.ok ? .ok : HTTPStatus(502), reply.json)
+        return .json(status: reply.ok ? .ok : reply.busy ? .serviceUnavailable : HTTPStatus(502), reply.json)
     }
 
     func events() async -> HTTPResponse {

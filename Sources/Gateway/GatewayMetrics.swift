@@ -67,8 +67,8 @@ public final class GatewayMetrics: Sendable {
         }
     }
 
-    public func countCommand(_ action: String, ok: Bool) {
-        values.withLock { $0.commands["\(action)/\(ok ? "ok" : "error")", default: 0] += 1 }
+    public func countCommand(_ action: String, ok: Bool, busy: Bool = false) {
+        values.withLock { $0.commands["\(action)/\(busy ? "busy" : ok ? "ok" : "error")", default: 0] += 1 }
     }
 
     /// The exposition text.

@@ -589,7 +589,10 @@ public final class GatewayRuntime: Sendable {
             }
             if let commands {
                 group.addTask { [weak self] in
-                    await withTaskGroup(of: Void.self) { running in
+                    // Discarding: a finished command's task is released at once (a
+                    // plain task group keeps every child until it is awaited). How
+                    // many run at once the executor bounds (beyond it: a busy reply).
+                    await withDiscardingTaskGroup { running in
                         for await message in commands {
                             running.addTask { [weak self] in await self?.handleMQTTCommand(message) }
                         }
@@ -633,7 +636,11 @@ public final class GatewayRuntime: Sendable {
     public func execute(_ command: GatewayCommand, on address: BluetoothAddress) async -> GatewayCommandReply {
         logger.info("command \(command.action.rawValue) for \(address)")
         let reply = await executor.execute(command, on: address)
-        metrics.countCommand(command.action.rawValue, ok: reply.ok)
+        metrics.countCommand(command.action.rawValue, ok: reply.ok, busy: reply.busy)
+        if reply.busy {
+            // Counted (result "busy"), not logged as a failure: a flood of commands would flood the log.
+            return reply
+        }
         if let error = reply.error {
             metrics.update { $0.dbusErrors += 1 }
             logger.warning("command \(command.action.rawValue) for \(address) failed: \(error)")

@@ -86,7 +86,10 @@ public final class ActionQueue<Action: Sendable>: Sendable {
 /// that feed repository streams into it (cancelled with the presenter).
 public final class PresenterRuntime<Action: Sendable>: Sendable {
     private let queue = Mutex<ActionQueue<Action>?>(nil)
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    /// Running tasks only: each one removes itself when it ends, so a
+    /// presenter that runs many commands over its life holds none of them
+    /// once they finished.
+    private let tasks = Mutex<(next: UInt64, running: [UInt64: Task<Void, Never>])>((0, [:]))
     private let label: String
 
     public init(label: String) { self.label = label }
@@ -103,15 +106,29 @@ public final class PresenterRuntime<Action: Sendable>: Sendable {
     /// with nil are skipped).
     public func follow<Element: Sendable>(_ stream: AsyncStream<Element>, _ map: @escaping @Sendable (Element) -> Action?) {
         guard let q = queue.withLock({ $0 }) else { return }
-        track(Task {
+        run {
             for await element in stream {
                 if let action = map(element) { q.send(action) }
             }
-        })
+        }
     }
 
-    /// Keeps `task` for cancellation with the presenter.
-    public func track(_ task: Task<Void, Never>) { tasks.withLock { $0.append(task) } }
+    /// Runs `body` beside the action queue, cancelled with the presenter if
+    /// it is still running then (and forgotten when it ends).
+    public func run(_ body: @escaping @Sendable () async -> Void) {
+        tasks.withLock { t in
+            let id = t.next
+            t.next &+= 1
+            // Ending takes the lock, so it waits for this insertion even if `body` is instant.
+            t.running[id] = Task { [weak self] in
+                await body()
+                self?.tasks.withLock { _ = $0.running.removeValue(forKey: id) }
+            }
+        }
+    }
 
-    deinit { tasks.withLock { for t in $0 { t.cancel() } } }
+    /// Tasks still running (tests: finished ones are not kept).
+    public var runningTasks: Int { tasks.withLock { $0.running.count } }
+
+    deinit { tasks.withLock { for t in $0.running.values { t.cancel() } } }
 }

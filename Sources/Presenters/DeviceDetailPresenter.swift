@@ -218,7 +218,7 @@ public final class DeviceDetailPresenter: Presenter {
             s.confirming = nil
         }
         let control = self.control, watchList = self.watchList, runtime = self.runtime, id = store.state.id
-        runtime.track(Task {
+        runtime.run {
             do throws(DomainError) {
                 switch command {
                 case .connect: try await control.connect(id)
@@ -233,7 +233,7 @@ public final class DeviceDetailPresenter: Presenter {
             } catch {
                 runtime.send(.commandFinished(command, error))
             }
-        })
+        }
     }
 
     private func operate(_ c: GATTAttributeID, _ operation: AttributeOperation,
@@ -242,14 +242,14 @@ public final class DeviceDetailPresenter: Presenter {
         if let current = store.state.operations[c], !isFailure(current) { return }
         store.update { $0.operations[c] = operation }
         let control = self.control, runtime = self.runtime
-        runtime.track(Task {
+        runtime.run {
             do throws(DomainError) {
                 try await body(control)
                 runtime.send(.operationFinished(c, nil))
             } catch {
                 runtime.send(.operationFinished(c, error))
             }
-        })
+        }
     }
 
     private func isFailure(_ op: AttributeOperation) -> Bool {

@@ -78,14 +78,14 @@ public final class PairingPresenter: Presenter {
             let service = self.service, device = store.state.device, runtime = self.runtime
             // Pairing waits for the user's answers, which arrive as actions:
             // run it beside the action queue, report back through it.
-            runtime.track(Task {
+            runtime.run {
                 do throws(DomainError) {
                     try await service.pair(device)
                     runtime.send(.pairingFinished(nil))
                 } catch {
                     runtime.send(.pairingFinished(error))
                 }
-            })
+            }
         case let .inputChanged(text):
             setInput(text)
         case let .inputCharacterTyped(c):
@@ -118,10 +118,10 @@ public final class PairingPresenter: Presenter {
             if case .pairing = store.state.phase {
                 if let p = prompt.withLock({ $0 }) { service.answer(p.id, .cancel) }
                 let service = self.service, device = store.state.device
-                runtime.track(Task {
+                runtime.run {
                     // Pairing may have ended meanwhile ("does not exist"): nothing to undo.
                     try? await service.cancelPairing(device)
-                })
+                }
             }
             navigator.pop()
         case let .promptChanged(p):
