@@ -26,6 +26,8 @@ public final class BlueZDeviceControl: DeviceControl {
         var next: UInt64 = 0
     }
     private let state = Mutex(State())
+    /// Subscriptions whose stream ended (`onTermination` may run while
+    /// `state` is held, so it only notes them here).
     private let gone = Mutex<[UInt64]>([])
     private let follower = Mutex<Task<Void, Never>?>(nil)
 
@@ -52,9 +54,17 @@ public final class BlueZDeviceControl: DeviceControl {
         state.withLock { s in for (_, sub) in s.subscribers { sub.continuation.finish() } }
     }
 
+    /// Subscribers now (tests: ended ones do not stay).
+    var subscriberCount: Int { state.withLock { $0.subscribers.count } }
+
     public func details(of id: DeviceID) -> AsyncStream<DeviceDetailSnapshot> {
         let (stream, continuation) = AsyncStream<DeviceDetailSnapshot>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let ended = gone.withLock { g -> [UInt64] in defer { g.removeAll() }; return g }
         let key = state.withLock { s -> UInt64 in
+            // Subscriptions that ended go here too, not only at the mirror's
+            // next event: an idle bus would keep every ended one otherwise
+            // (a gateway answering commands for thousands of addresses).
+            for k in ended { s.subscribers[k] = nil }
             s.next += 1
             let first = snapshot(of: id, client.mirror.snapshot(), &s)
             continuation.yield(first)

@@ -249,19 +249,8 @@ public final class CommandExecutor: Sendable {
             checkIn(id)
             Task { await turns.release(id) }
         }
-        let outcome = await withTaskGroup(of: Outcome?.self) { group -> Outcome in
-            group.addTask { await Self.run(command, presenter: presenter) }
-            group.addTask { [timeout] in
-                try? await Task.sleep(for: timeout)
-                return Task.isCancelled ? nil : .failure("timed out after \(timeout)")
-            }
-            var result: Outcome = .failure("cancelled")
-            for await value in group {
-                if let value { result = value; break }
-            }
-            group.cancelAll()
-            return result
-        }
+        let outcome = await withTimeLimit(timeout) { await Self.run(command, presenter: presenter) }
+            ?? .failure(Task.isCancelled ? "cancelled" : "timed out after \(timeout)")
         switch outcome {
         case let .failure(text): reply.error = text
         case let .success(value, readings):

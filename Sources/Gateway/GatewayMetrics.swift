@@ -28,6 +28,8 @@ public final class GatewayMetrics: Sendable {
         /// Messages the outbound queue could not store (SQLite refused the
         /// write: disk full, read-only, I/O error); counted as dropped too.
         public var queueRefused: Int = 0
+        /// Messages from the broker (commands) dropped: more arrived than were taken.
+        public var mqttReceivedDropped: UInt64 = 0
         /// Failed writes by store ("outbox", "readings").
         public var storageErrors: [String: UInt64] = [:]
         /// The stores failing now, with the last error (empty: all is well).
@@ -109,6 +111,9 @@ public final class GatewayMetrics: Sendable {
                    ("{store=\"\(store)\"}", v.storageFailures.keys.contains { $0.hasPrefix(store) } ? "0" : "1")
                })
         metric("blecompanion_mqtt_published_total", "counter", "Messages the broker acknowledged.", [("", "\(v.published)")])
+        metric("blecompanion_mqtt_received_dropped_total", "counter",
+               "Messages from the broker (commands) dropped unanswered because they arrived faster than they were taken (the oldest went).",
+               [("", "\(v.mqttReceivedDropped)")])
         metric("blecompanion_mqtt_connected", "gauge", "1 while connected to the MQTT broker.", [("", v.mqttConnected ? "1" : "0")])
         metric("blecompanion_dbus_errors_total", "counter", "D-Bus calls to bluetoothd that failed.", [("", "\(v.dbusErrors)")])
         metric("blecompanion_bluetoothd_available", "gauge", "1 while bluetoothd and the adapter are usable.",

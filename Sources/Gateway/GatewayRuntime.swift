@@ -139,7 +139,7 @@ public final class GatewayRuntime: Sendable {
 
     /// Brings the polled figures (queue, publisher, repository counters) up to date before a scrape.
     public func refreshMetrics() {
-        let publisher = parts.withLock { $0.publisher }
+        let (publisher, mqtt) = parts.withLock { ($0.publisher, $0.mqtt) }
         let stats = devices.statistics
         let depth = queue.depth
         let dropped = queue.dropped
@@ -151,6 +151,7 @@ public final class GatewayRuntime: Sendable {
             $0.advertisementsCoalesced = stats.coalesced
             $0.resynchronizations = stats.resynchronizations
             if let publisher { $0.published = publisher.publishedCount }
+            if let mqtt { $0.mqttReceivedDropped = mqtt.droppedMessages }
         }
     }
 

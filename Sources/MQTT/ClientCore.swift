@@ -55,6 +55,9 @@ final class ClientCore: Sendable {
     let endpoint: String
     let protocolVersion: MQTTConfiguration.ProtocolVersion
     let state = Mutex(State())
+    /// Messages a subscription stream dropped because its consumer was
+    /// behind by `subscriptionBufferLimit` (the oldest went).
+    let droppedMessages = Atomic<UInt64>(0)
 
     init(endpoint: String, protocolVersion: MQTTConfiguration.ProtocolVersion) {
         self.endpoint = endpoint
@@ -226,7 +229,7 @@ final class ClientCore: Sendable {
     func messageArrived(_ message: MQTTMessage) {
         let subs = state.withLock { s in s.subscriptions.values.map { ($0.filter, $0.continuation) } }
         for (filter, continuation) in subs where topicMatches(filter: filter, topic: message.topic) {
-            continuation.yield(message)
+            if case .dropped = continuation.yield(message) { droppedMessages.add(1, ordering: .relaxed) }
         }
     }
 

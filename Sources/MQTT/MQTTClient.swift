@@ -305,6 +305,9 @@ public final class MQTTClient: Sendable {
 
     /// The connection state now (libmosquitto's thread changes it).
     public var connectionState: MQTTConnectionState { core.connection }
+    /// Messages received but dropped because a subscriber was more than
+    /// ``subscriptionBufferLimit`` behind (the oldest go first).
+    public var droppedMessages: UInt64 { core.droppedMessages.load(ordering: .relaxed) }
 
     /// The connection state now, then every change. Ends after ``disconnect()``.
     public func states() -> AsyncStream<MQTTConnectionState> {

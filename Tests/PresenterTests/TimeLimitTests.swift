@@ -1,0 +1,52 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Domain
+
+/// `withTimeLimit` and its timer: the limit holds, and a limit that was not
+/// reached costs nothing afterwards (a cancelled `Task.sleep` kept its task
+/// and what it captured until the deadline: megabytes at a command flood).
+@Suite(.timeLimit(.minutes(1))) struct TimeLimitTests {
+    final class Payload: Sendable {}
+
+    @Test func aTimerFiresOnceUnlessCancelledAndCancellingReleasesWhatItHolds() async throws {
+        let fired = Atomic<Int>(0)
+        let timer = OneShotTimer(after: .milliseconds(20)) { fired.add(1, ordering: .relaxed) }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while fired.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(fired.load(ordering: .relaxed) == 1)
+        timer.cancel()   // after firing: nothing happens
+
+        weak var held: Payload?
+        do {
+            let payload = Payload()
+            held = payload
+            let late = OneShotTimer(after: .seconds(3_600)) { _ = payload; fired.add(1, ordering: .relaxed) }
+            late.cancel()
+        }
+        // libdispatch releases a cancelled source's handler on its queue, right after.
+        while held != nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(held == nil, "a cancelled hour-long timer released its closure, not an hour later")
+        #expect(fired.load(ordering: .relaxed) == 1)
+        // Out-of-range delays are clamped, never trap.
+        OneShotTimer(after: .seconds(Int64.max)) {}.cancel()
+        let now = OneShotTimer(after: .seconds(-5)) { fired.add(1, ordering: .relaxed) }
+        while fired.load(ordering: .relaxed) == 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
+        #expect(fired.load(ordering: .relaxed) == 2)
+        now.cancel()
+    }
+
+    @Test func theOperationsValueOrNilAtTheLimitWithoutWaitingForIt() async throws {
+        #expect(await withTimeLimit(.seconds(10)) { 42 } == 42)
+        let start = ContinuousClock.now
+        // An operation that ignores cancellation does not hold the caller.
+        let slow: Int? = await withTimeLimit(.milliseconds(50)) {
+            let until = ContinuousClock.now + .seconds(2)
+            while ContinuousClock.now < until { usleep(10_000) }
+            return 1
+        }
+        #expect(slow == nil)
+        #expect(ContinuousClock.now - start < .seconds(1))
+    }
+}
