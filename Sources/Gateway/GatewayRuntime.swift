@@ -41,6 +41,10 @@ public struct GatewayOptions: Sendable {
     /// How long shutdown waits for the queue to drain to a connected broker
     /// (within ``GatewayRuntime/shutdownLimit`` with the other steps).
     public var flushTimeout: Duration
+    /// Advertisements are gathered this long and go through the pipeline
+    /// together (`publish.batch`): per pass costs (a snapshot, the planner,
+    /// one outbox transaction) are paid once for all of them.
+    public var batch: Duration
 
     public struct HTTPOptions: Sendable, Equatable {
         public var host: String
@@ -58,7 +62,7 @@ public struct GatewayOptions: Sendable {
                 adapter: String? = nil, activeScan: Bool = true, filter: DiscoveryFilter = DiscoveryFilter(transport: .le),
                 bindkeys: [BluetoothAddress: [UInt8]] = [:], watched: [BluetoothAddress: [String]] = [:],
                 mqtt: MQTTConfiguration? = nil, queueCapacity: Int = 100_000, http: HTTPOptions? = nil,
-                flushTimeout: Duration = .seconds(4)) {
+                flushTimeout: Duration = .seconds(4), batch: Duration = .milliseconds(100)) {
         self.topics = topics
         self.stateDirectory = stateDirectory
         self.selection = selection
@@ -76,6 +80,7 @@ public struct GatewayOptions: Sendable {
         self.queueCapacity = queueCapacity
         self.http = http
         self.flushTimeout = flushTimeout
+        self.batch = max(.zero, batch)
     }
 }
 
@@ -171,7 +176,7 @@ public final class GatewayRuntime: Sendable {
         let bindkeys = options.bindkeys
         adapters = BlueZAdapterRepository(client: client)
         devices = BlueZDeviceRepository(client: client, adapter: options.adapter, bindkeys: { bindkeys[$0] }, scanner: adapters,
-                                        services: Set(options.services))
+                                        services: Set(options.services), publishInterval: options.batch)
         control = BlueZDeviceControl(client: client, rssiHistory: 0, bindkeys: { bindkeys[$0] })
         manager = ConnectionManager(backend: BlueZConnectionBackend(client: client))
         recorder = ReadingRecorder(repository: devices, store: store)

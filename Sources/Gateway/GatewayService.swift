@@ -1,4 +1,5 @@
 import BlueZ
+import Bounds
 import DBus
 import Foundation
 #if canImport(Glibc)
@@ -63,7 +64,8 @@ extension GatewayOptions {
                   watched: watched,
                   mqtt: mqtt,
                   queueCapacity: c.mqtt?.queueCapacity ?? 100_000,
-                  http: c.http.map { HTTPOptions(host: $0.host, port: $0.port, token: $0.token) })
+                  http: c.http.map { HTTPOptions(host: $0.host, port: $0.port, token: $0.token) },
+                  batch: Bounds.duration(seconds: c.publish.batch))
     }
 }
 

@@ -15,7 +15,7 @@ struct ConfigLoader {
     static let filterKeys = ["transport", "rssi", "uuids", "duplicate_data", "pattern"]
     static let devicesKeys = ["allow", "deny", "bindkeys", "watch", "expire_after"]
     static let watchKeys = ["address", "subscribe"]
-    static let publishKeys = ["min_interval", "heartbeat"]
+    static let publishKeys = ["min_interval", "heartbeat", "batch"]
     static let mqttKeys = [
         "host", "port", "protocol", "client_id", "username", "password", "password_file", "tls",
         "keepalive", "base_topic", "discovery", "discovery_prefix", "queue_size",
@@ -229,6 +229,13 @@ struct ConfigLoader {
         guard let section = reader.section(top, "publish", keys: Self.publishKeys) else { return }
         if let entry = section.value("min_interval"), let seconds = reader.seconds(entry) {
             configuration.publish.minInterval = seconds
+        }
+        if let entry = section.value("batch"), let seconds = reader.seconds(entry) {
+            if seconds > 10 {
+                reader.report(entry, "expected at most 10 seconds (advertisements are held that long before they are published), got \(entry.node.scalar?.string ?? "\(seconds)")")
+            } else {
+                configuration.publish.batch = seconds
+            }
         }
         if let entry = section["heartbeat"] {
             if entry.isNull {

@@ -73,10 +73,15 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var minInterval: TimeInterval
         /// Seconds after which an unchanged device is published again; `nil` means never.
         public var heartbeat: TimeInterval?
+        /// Seconds over which advertisements are gathered and go through the
+        /// pipeline together (one pass, one SQLite transaction); a device's
+        /// latest in that time wins. 0: each at once.
+        public var batch: TimeInterval
 
-        public init(minInterval: TimeInterval = 0, heartbeat: TimeInterval? = 300) {
+        public init(minInterval: TimeInterval = 0, heartbeat: TimeInterval? = 300, batch: TimeInterval = 0.1) {
             self.minInterval = minInterval
             self.heartbeat = heartbeat
+            self.batch = batch
         }
     }
 

@@ -159,6 +159,13 @@ func emptyFilesGiveAllDefaults(_ text: String) throws {
     #expect(try GatewayConfiguration.parse("publish: { min_interval: 2 }").publish.heartbeat == 300)
 }
 
+@Test func batchDefaultsToATenthOfASecondAndIsBounded() throws {
+    #expect(try GatewayConfiguration.parse("publish: { heartbeat: 60 }").publish.batch == 0.1)
+    #expect(try GatewayConfiguration.parse("publish: { batch: 0 }").publish.batch == 0)
+    #expect(try GatewayConfiguration.parse("publish: { batch: 0.025 }").publish.batch == 0.025)
+    #expect(try GatewayConfiguration.parse("publish: { batch: 10 }").publish.batch == 10)
+}
+
 @Test func busValues() throws {
     #expect(try GatewayConfiguration.parse("bluez: { bus: session }").bus == .session)
     #expect(try GatewayConfiguration.parse("bluez: { bus: system }").bus == .system)
@@ -293,6 +300,9 @@ struct Rule: Sendable, CustomTestStringConvertible {
     Rule(yaml: "bluez:\n  scan:\n    filter: { rssi: 21 }\n", key: "bluez.scan.filter.rssi", line: 3, message: "expected an integer -127…20, got 21"),
     // Intervals.
     Rule(yaml: "publish:\n  min_interval: -1\n", key: "publish.min_interval", line: 2, message: "expected a number of seconds ≥ 0, got -1"),
+    Rule(yaml: "publish:\n  batch: 10.5\n", key: "publish.batch", line: 2,
+         message: "expected at most 10 seconds (advertisements are held that long before they are published), got 10.5"),
+    Rule(yaml: "publish:\n  batch: -1\n", key: "publish.batch", line: 2, message: "expected a number of seconds ≥ 0, got -1"),
     Rule(yaml: "publish:\n  heartbeat: -0.5\n", key: "publish.heartbeat", line: 2, message: "expected a number of seconds ≥ 0, got -0.5"),
     Rule(yaml: "publish:\n  heartbeat: 5m\n", key: "publish.heartbeat", line: 2, message: "expected a number of seconds ≥ 0, got \"5m\""),
     Rule(yaml: "publish:\n  heartbeat: .inf\n", key: "publish.heartbeat", line: 2, message: "expected a number of seconds ≥ 0, got .inf"),
