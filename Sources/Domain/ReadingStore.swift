@@ -76,6 +76,29 @@ public final class ReadingStore: ReadingHistory {
     }
     /// Devices whose last writes are remembered now (tests: the table stays bounded).
     var rememberedSeries: Int { lastWrite.withLock { $0.times.count } }
+    /// The device rows (last seen, latest readings): each written at most once
+    /// per ``rowInterval`` unless its name or format changed or values are
+    /// stored with it; in between its latest record waits in `pending`, and
+    /// every ``rowInterval`` whatever waits is written with the next call
+    /// (and at ``flushPendingRows()``, `rememberedDevices()` and deinit).
+    /// Before, every advertisement batch rewrote the row of every device in
+    /// it: at 200 changes/s, a transaction and a JSON encoding per device per
+    /// batch for values nobody reads until the next start.
+    private let rows = Mutex(Rows())
+    private struct Rows {
+        var written: [DeviceID: RowWrite] = [:]
+        var pending: [DeviceID: (record: DeviceRecord, at: Date)] = [:]
+        var lastSweep: Date?
+    }
+    private struct RowWrite {
+        var at: Date
+        var name: String?
+        var format: String?
+    }
+    /// A device's row is at most this old in the file while it is heard.
+    public var rowInterval: TimeInterval { min(policy.minimumInterval, 60) }
+    /// Rows waiting now (tests).
+    var pendingRows: Int { rows.withLock { $0.pending.count } }
     private let revision = StateStore<[DeviceID: UInt64]>([:], bufferLimit: 16)
 
     /// Opens (creating and migrating as needed) the database at `path`.
@@ -131,11 +154,12 @@ public final class ReadingStore: ReadingHistory {
 
     /// ``record(_:at:)`` for several devices in one transaction, with
     /// prepared statements reused (the cost of a commit is paid once per
-    /// batch, not per device). All or nothing. Returns how many values were stored.
+    /// batch, not per device), and none when nothing is due: no value (at
+    /// most one per series per `minimumInterval`) and no device row (see
+    /// ``rowInterval``). All or nothing. Returns how many values were stored.
     @discardableResult
     public func record(_ records: [DeviceRecord], at time: Date) throws(DomainError) -> Int {
         guard !records.isEmpty else { return 0 }
-        let at = time.timeIntervalSince1970
         let due: [[(String, String, Double)]] = lastWrite.withLock { table in
             if table.times.count >= table.pruneAt {
                 table.times = table.times.filter { $0.value.contains { time.timeIntervalSince($0.at) < policy.minimumInterval } }
@@ -158,25 +182,39 @@ public final class ReadingStore: ReadingHistory {
                 return due
             }
         }
-        do {
-            try pool.batchWrite { db, _ in
-                let upsert = try db.cachedStatement(sql: """
-                    INSERT INTO device (id, address, name, format, firstSeen, lastSeen, latest) VALUES (?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT(id) DO UPDATE SET name = coalesce(excluded.name, name),
-                      format = coalesce(excluded.format, format), lastSeen = excluded.lastSeen,
-                      latest = coalesce(excluded.latest, latest)
-                    """)
-                let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO reading (device, kind, label, at, value) VALUES (?, ?, ?, ?, ?)")
-                for (record, values) in zip(records, due) {
-                    let device = record.id.path.rawValue
-                    try upsert.execute(arguments: [device, record.id.address.description, record.name, record.format, at, at,
-                                                   StoredReading.encode(record.readings)])
-                    for (kind, label, value) in values {
-                        try insert.execute(arguments: [device, kind, label, at, value])
-                    }
+        let interval = rowInterval
+        let writes: [(record: DeviceRecord, at: Date)] = rows.withLock { r in
+            var out: [(record: DeviceRecord, at: Date)] = []
+            for (record, values) in zip(records, due) {
+                if values.isEmpty, let w = r.written[record.id], w.name == record.name, w.format == record.format,
+                   time >= w.at, time.timeIntervalSince(w.at) < interval {
+                    r.pending[record.id] = (record, time)
+                    continue
                 }
+                r.pending[record.id] = nil
+                r.written[record.id] = RowWrite(at: time, name: record.name, format: record.format)
+                out.append((record, time))
             }
+            if let last = r.lastSweep, time >= last, time.timeIntervalSince(last) < interval { return out }
+            // Once per interval: what waited goes now, and what was written
+            // long enough ago is forgotten (its next record is written at once).
+            r.lastSweep = time
+            for (id, p) in r.pending {
+                r.written[id] = RowWrite(at: p.at, name: p.record.name, format: p.record.format)
+                out.append(p)
+            }
+            r.pending = [:]
+            r.written = r.written.filter { time >= $0.value.at && time.timeIntervalSince($0.value.at) < interval }
+            return out
+        }
+        guard !writes.isEmpty else { return 0 }
+        var values: [DeviceID: [(String, String, Double)]] = [:]
+        for (record, v) in zip(records, due) where !v.isEmpty { values[record.id] = v }
+        do {
+            try writeRows(writes, values: values)
         } catch {
+            // Written again with the device's next record.
+            rows.withLock { r in for w in writes { r.written[w.record.id] = nil } }
             let what = records.count == 1 ? "\(records[0].id.address)" : "\(records.count) devices"
             throw DomainError("cannot store readings of \(what): \(error)")
         }
@@ -184,6 +222,43 @@ public final class ReadingStore: ReadingHistory {
         if !changed.isEmpty { revision.update { for id in changed { $0[id, default: 0] += 1 } } }
         return due.reduce(0) { $0 + $1.count }
     }
+
+    /// Device rows and their values, in one transaction.
+    private func writeRows(_ writes: [(record: DeviceRecord, at: Date)], values: [DeviceID: [(String, String, Double)]]) throws {
+        try pool.batchWrite { db, _ in
+            let upsert = try db.cachedStatement(sql: """
+                INSERT INTO device (id, address, name, format, firstSeen, lastSeen, latest) VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(id) DO UPDATE SET name = coalesce(excluded.name, name),
+                  format = coalesce(excluded.format, format), lastSeen = excluded.lastSeen,
+                  latest = coalesce(excluded.latest, latest)
+                """)
+            let insert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO reading (device, kind, label, at, value) VALUES (?, ?, ?, ?, ?)")
+            for (record, time) in writes {
+                let device = record.id.path.rawValue
+                let at = time.timeIntervalSince1970
+                try upsert.execute(arguments: [device, record.id.address.description, record.name, record.format, at, at,
+                                               StoredReading.encode(record.readings)])
+                for (kind, label, value) in values[record.id] ?? [] {
+                    try insert.execute(arguments: [device, kind, label, at, value])
+                }
+            }
+        }
+    }
+
+    /// Writes the device rows that wait (see `rows`) now.
+    public func flushPendingRows() throws(DomainError) {
+        let writes = rows.withLock { r -> [(record: DeviceRecord, at: Date)] in
+            defer { r.pending = [:] }
+            for (id, p) in r.pending { r.written[id] = RowWrite(at: p.at, name: p.record.name, format: p.record.format) }
+            return Array(r.pending.values)
+        }
+        guard !writes.isEmpty else { return }
+        do { try writeRows(writes, values: [:]) } catch {
+            throw DomainError("cannot store the devices' latest readings: \(error)")
+        }
+    }
+
+    deinit { try? flushPendingRows() }
 
     public func revisions() -> AsyncStream<[DeviceID: UInt64]> { revision.states() }
 
@@ -231,6 +306,7 @@ public final class ReadingStore: ReadingHistory {
     /// Devices we remember: name, format, first and last seen, latest readings
     /// (rows whose id is not a device path are skipped).
     public func rememberedDevices() throws(DomainError) -> [RememberedDevice] {
+        try flushPendingRows()
         do {
             return try pool.read { db in
                 try Row.fetchAll(db, sql: "SELECT id, address, name, format, firstSeen, lastSeen, latest FROM device ORDER BY id").compactMap { row in

@@ -45,6 +45,8 @@ public struct GatewayOptions: Sendable {
     /// together (`publish.batch`): per pass costs (a snapshot, the planner,
     /// one outbox transaction) are paid once for all of them.
     public var batch: Duration
+    /// How the reading store keeps history (and how often it writes).
+    public var retention = RetentionPolicy()
 
     public struct HTTPOptions: Sendable, Equatable {
         public var host: String
@@ -208,7 +210,7 @@ public final class GatewayRuntime: Sendable {
         let store: ReadingStore
         let queue: OutboundQueue
         do {
-            store = try ReadingStore(path: directory.appendingPathComponent("readings.sqlite").path)
+            store = try ReadingStore(path: directory.appendingPathComponent("readings.sqlite").path, policy: options.retention)
             queue = try OutboundQueue(path: directory.appendingPathComponent("outbox.sqlite").path, capacity: options.queueCapacity)
         } catch {
             throw .storage("state directory \(directory.path): \(error.description)")
@@ -302,6 +304,11 @@ public final class GatewayRuntime: Sendable {
                 await step("publishing the gateway offline", .seconds(1), reserve: .seconds(2)) { try? await mqtt.publish(status) }
             }
             await step("disconnecting from the MQTT broker", .seconds(2)) { await mqtt.disconnect() }
+        }
+        // The devices' latest readings the reading store holds back (written
+        // once a minute while heard) go to the file.
+        do throws(DomainError) { try store.flushPendingRows() } catch {
+            logger.warning("shutdown: \(error.description)")
         }
         // Acknowledged messages whose rows are still in the file (deferred
         // by the queue) go now, so the next start does not publish them again.

@@ -86,6 +86,9 @@ struct DashboardServices {
     func run(terminal: TerminalSession) async {
         let mode = Renderer.detectColorMode(environment: ProcessInfo.processInfo.environment, isTTY: true)
         await DashboardApp.run(screen, terminal: terminal, colorMode: mode)
+        // The devices' latest readings the store holds back (written once a
+        // minute while heard) go to the file before the process ends.
+        for case let store as ReadingStore in parts { try? store.flushPendingRows() }
         withExtendedLifetime(parts) {}
     }
 }

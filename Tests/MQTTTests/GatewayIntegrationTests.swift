@@ -23,7 +23,8 @@ struct GatewayHarness {
         : Logger(label: "gateway-test", factory: { _ in SwiftLogNoOpLogHandler() })
 
     static func start(_ scenario: Scenario, broker: Broker?, watched: [BluetoothAddress: [String]] = [:],
-                      http: GatewayOptions.HTTPOptions? = nil, activeScan: Bool = true) async throws -> GatewayHarness {
+                      http: GatewayOptions.HTTPOptions? = nil, activeScan: Bool = true,
+                      retention: RetentionPolicy = RetentionPolicy()) async throws -> GatewayHarness {
         let bus = try PrivateBus.start()
         let simulator = BlueZSimulator(scenario: scenario)
         do {
@@ -37,9 +38,10 @@ struct GatewayHarness {
                 config.reconnectDelayMax = 2
                 mqtt = config
             }
-            let options = GatewayOptions(topics: GatewayTopics(gatewayID: "test"), stateDirectory: directory,
+            var options = GatewayOptions(topics: GatewayTopics(gatewayID: "test"), stateDirectory: directory,
                                          policy: PublishPolicy(minInterval: 0, heartbeat: nil), activeScan: activeScan,
                                          watched: watched, mqtt: mqtt, http: http)
+            options.retention = retention
             let runtime = try await GatewayRuntime.start(bus: .address(bus.address), options: options, logger: quiet)
             runtime.run()
             return GatewayHarness(bus: bus, simulator: simulator, runtime: runtime, directory: directory)

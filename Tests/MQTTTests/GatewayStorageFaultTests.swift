@@ -1,3 +1,4 @@
+import Domain
 import Foundation
 import GRDB
 import MQTT
@@ -30,7 +31,10 @@ import TestSupport
 
     @Test func storageErrorsAreCountedLoggedAsDegradedAndPublishingResumesWhenTheyEnd() async throws {
         try await withBroker { broker in
-            let gateway = try await GatewayHarness.start(try demoScenario(), broker: broker)
+            // Values and device rows written every second (the default, a minute, is longer than this test).
+            var retention = RetentionPolicy()
+            retention.minimumInterval = 1
+            let gateway = try await GatewayHarness.start(try demoScenario(), broker: broker, retention: retention)
             let runtime = gateway.runtime
             let api = GatewayHTTPAPI(runtime: runtime, token: nil)
             let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))

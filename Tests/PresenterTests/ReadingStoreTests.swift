@@ -23,6 +23,52 @@ import BlueZ
         ])
     }
 
+    /// A device's row (last seen, latest readings) is written at most once
+    /// per `rowInterval` while nothing else changes; in between the latest
+    /// waits in memory, and reaches the file when the interval ends (with
+    /// the next call), before `rememberedDevices()` reads, and at close.
+    @Test func deviceRowsAreWrittenOncePerIntervalAndTheLatestIsNeverLost() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("rows.sqlite").path
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        func inFile() throws -> RememberedDevice? {
+            // Another connection, as after a crash: only what was written.
+            let other = try ReadingStore(path: path)
+            defer { _ = other }
+            return try other.rememberedDevices().first { $0.id == device }
+        }
+        do {
+            let store = try ReadingStore(path: path)
+            #expect(store.rowInterval == 60)
+            try store.record(record(21.0), at: t0)
+            try store.record(record(21.5), at: t0.addingTimeInterval(10))
+            try store.record(record(21.6), at: t0.addingTimeInterval(20))
+            #expect(store.pendingRows == 1)
+            #expect(try inFile()?.lastSeen == t0, "written once, then waiting")
+            // A new name is written at once.
+            var renamed = record(21.7)
+            renamed.name = "Kitchen"
+            try store.record(renamed, at: t0.addingTimeInterval(30))
+            #expect(store.pendingRows == 0)
+            #expect(try inFile()?.name == "Kitchen")
+            try store.record(record(22.0), at: t0.addingTimeInterval(40))
+            // The interval ends: what waited is written with the next call, whoever it is for.
+            let other = DeviceRecord(id: DeviceID(adapter: device.adapter, address: try BluetoothAddress("C0:00:00:00:00:01")), name: "x", readings: [])
+            try store.record(other, at: t0.addingTimeInterval(95))
+            let written = try inFile()
+            #expect(written?.lastSeen == t0.addingTimeInterval(40))
+            #expect(written?.latest.first?.value == .number(22.0))
+            try store.record(record(23.0), at: t0.addingTimeInterval(100))
+            // Read through the store itself: what waits is written first.
+            #expect(try store.rememberedDevices().first { $0.id == device }?.lastSeen == t0.addingTimeInterval(100))
+            try store.record(record(24.0), at: t0.addingTimeInterval(110))
+        }
+        // Closed: the latest is in the file.
+        let closed = try ReadingStore(path: path).rememberedDevices().first { $0.id == device }
+        #expect(closed?.lastSeen == t0.addingTimeInterval(110))
+        #expect(closed?.latest.first?.value == .number(24.0))
+    }
+
     @Test func storesAtMostOneValuePerSeriesPerIntervalAndReadsHistoryBack() throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("db.sqlite").path
