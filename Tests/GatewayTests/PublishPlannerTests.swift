@@ -51,6 +51,18 @@ import Testing
         #expect(changed.first?.text.contains("\"temperature\":22") == true)
     }
 
+    /// A reading that is not a finite number is not published, so it is not
+    /// a change either (NaN never equals itself: every advertisement would be).
+    @Test func aNonFiniteReadingIsNeitherPublishedNorAChange() throws {
+        var p = planner()
+        let first = p.update(.loaded([try row("AA:00:00:00:00:01", temperature: .nan)]), now: t0)
+        #expect(kinds(first).last == "state")
+        #expect(first.last?.text.contains("temperature") == false)
+        #expect(p.update(.loaded([try row("AA:00:00:00:00:01", temperature: .nan, rssi: -70)]), now: t0 + 1).isEmpty)
+        let real = kinds(p.update(.loaded([try row("AA:00:00:00:00:01", temperature: 20, rssi: -70)]), now: t0 + 2))
+        #expect(real.last == "state", "\(real)")
+    }
+
     @Test func minimumIntervalHoldsAChangeBackUntilItsDeadline() throws {
         var p = planner(PublishPolicy(minInterval: 10, heartbeat: nil))
         _ = p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)
