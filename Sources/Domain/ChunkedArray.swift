@@ -21,9 +21,9 @@
 /// unordered.
 public struct ChunkedArray<Element> {
     /// Never empty chunks, each at most `maximumChunk` long.
-    private var chunks: [[Element]]
+    @usableFromInline var chunks: [[Element]]
     /// `starts[c]`: the index of chunk c's first element.
-    private var starts: [Int]
+    @usableFromInline var starts: [Int]
     public private(set) var count: Int
 
     public static var maximumChunk: Int { 128 }
@@ -52,7 +52,7 @@ public struct ChunkedArray<Element> {
     }
 
     /// The chunk holding index `i` (0 ≤ i < count) and the offset in it.
-    private func locate(_ i: Int) -> (chunk: Int, offset: Int) {
+    @inlinable func locate(_ i: Int) -> (chunk: Int, offset: Int) {
         var low = 0, high = starts.count - 1
         while low < high {
             let mid = (low + high + 1) / 2
@@ -119,16 +119,21 @@ extension ChunkedArray: RandomAccessCollection, MutableCollection {
     public func index(after i: Int) -> Int { i + 1 }
     public func index(before i: Int) -> Int { i - 1 }
 
-    public subscript(position: Int) -> Element {
-        get {
+    /// Read and modified in place (`_read`/`_modify`): a binary search over
+    /// a list of records compares them where they are, with no copy (and so
+    /// no retain and release of every member) per probe. Inlinable, so it
+    /// is specialized where it is used: an unspecialized generic coroutine
+    /// allocates its frame on every access.
+    @inlinable public subscript(position: Int) -> Element {
+        _read {
             precondition(position >= 0 && position < count, "ChunkedArray: index \(position) out of 0..<\(count)")
             let (c, o) = locate(position)
-            return chunks[c][o]
+            yield chunks[c][o]
         }
-        set {
+        _modify {
             precondition(position >= 0 && position < count, "ChunkedArray: index \(position) out of 0..<\(count)")
             let (c, o) = locate(position)
-            chunks[c][o] = newValue
+            yield &chunks[c][o]
         }
     }
 
