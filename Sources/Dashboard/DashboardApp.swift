@@ -36,6 +36,7 @@ public enum DashboardApp {
             let bytes = renderer.frame(buffer)
             if !bytes.isEmpty { terminal.write(bytes) }
             lastDraw = clock.now
+            screen.needsDraw = false
         }
         draw()
         screen.scheduleTick()
@@ -60,6 +61,11 @@ public enum DashboardApp {
                 screen.suspendRequested = false
                 // Returns once continued; `.resumed` then redraws everything.
                 terminal.suspend()
+                continue
+            }
+            // A list state that moved only rows off screen: no frame at all.
+            guard screen.needsDraw else {
+                screen.scheduleTick()
                 continue
             }
             // At most one frame per interval: an event right after a frame is

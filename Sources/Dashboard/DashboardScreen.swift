@@ -125,12 +125,20 @@ public final class DashboardScreen {
     /// Applies one event to the view state (and sends the actions a key means).
     public func apply(_ event: DashboardEvent) {
         view.now = environment.now()
+        let drawPending = needsDraw
+        needsDraw = true
         switch event {
         case let .terminal(t): terminal(t)
         case let .list(s):
             if case let .failed(reason) = s.scan, view.list.scan != s.scan { failure("scanning: \(reason)") }
+            let (old, cursor) = (view.list, view.listCursor)
             view.list = s
             clampListCursor()
+            if view.context == .deviceList, view.notices.isEmpty, cursor == view.listCursor,
+               Self.sameOnScreen(old, s, cursor: cursor, visible: max(1, lastHeight - 5)) {
+                needsDraw = drawPending   // nothing on screen changed: no frame for this state
+                return
+            }
         case let .detail(id, s):
             guard detail != nil, view.detail?.id == id || view.detail == nil else { return }
             noteDetailFailures(old: view.detail, new: s)
@@ -245,7 +253,7 @@ public final class DashboardScreen {
 
     private func clampListCursor() {
         let rows = view.list.devices.value ?? []
-        if let selected = view.listSelection, let index = rows.firstIndex(where: { $0.id == selected }) {
+        if let selected = view.listSelection, let index = Self.index(of: selected, in: rows, near: view.listCursor) {
             view.listCursor = index
         } else {
             view.listCursor = min(max(0, view.listCursor), max(0, rows.count - 1))
@@ -531,6 +539,37 @@ public final class DashboardScreen {
 
     /// The height last drawn at (for mapping mouse rows).
     public var lastHeight = 24
+
+    /// Whether anything on screen may differ from the last frame: the app
+    /// loop draws only then. Every event sets it, except a device-list state
+    /// that changes nothing in the rows shown, their count or the list's
+    /// settings (a flood of advertisements mostly moves rows off screen).
+    public var needsDraw = true
+
+    /// Where the row of `id` is: it usually moved only a little, so the
+    /// search starts at `near` and goes outwards (O(distance), not O(rows)).
+    static func index(of id: DeviceID, in rows: DeviceListPresenter.Rows, near: Int) -> Int? {
+        let count = rows.count
+        guard count > 0 else { return nil }
+        let start = min(max(0, near), count - 1)
+        var step = 0
+        while start - step >= 0 || start + step < count {
+            if start + step < count, rows[start + step].id == id { return start + step }
+            if step > 0, start - step >= 0, rows[start - step].id == id { return start - step }
+            step += 1
+        }
+        return nil
+    }
+
+    /// Whether `new` shows the same as `old` on the device list: the same
+    /// settings and count, and equal rows in the window the cursor shows.
+    static func sameOnScreen(_ old: DeviceListPresenter.State, _ new: DeviceListPresenter.State, cursor: Int, visible: Int) -> Bool {
+        guard old.scan == new.scan, old.filter == new.filter, old.sort == new.sort, old.formats == new.formats,
+              case let .loaded(a) = old.devices, case let .loaded(b) = new.devices, a.count == b.count else { return false }
+        let first = DashboardContent.scrollOffset(cursor: cursor, count: b.count, visible: visible)
+        for i in first..<min(b.count, first + visible) where a[i] != b[i] { return false }
+        return true
+    }
 
     // MARK: Ticks
 

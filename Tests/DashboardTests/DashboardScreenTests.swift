@@ -235,6 +235,51 @@ final class Adapters: AdapterRepository {
         #expect(screen.view.listSelection == screen.view.list.devices.value?.first?.id)
     }
 
+    /// A list state that changes only rows off screen asks for no frame; one
+    /// that changes a row in the window, the count or a setting does.
+    @Test func onlyAStateThatChangesWhatIsShownAsksForAFrame() throws {
+        let screen = try start().screen
+        let adapter = try AdapterID(name: "hci0")
+        func rows(_ changed: Int? = nil, count: Int = 100) throws -> DeviceListPresenter.Rows {
+            DeviceListPresenter.Rows(try (0..<count).map { i in
+                let address = try BluetoothAddress(bytes: [0xC0, 0, 0, 0, UInt8(i >> 8), UInt8(i & 0xFF)])
+                return DeviceListPresenter.Row(id: DeviceID(adapter: adapter, address: address), title: "Tag \(i)",
+                                               rssi: Int16(-40 - i / 4), format: "ruuvi",
+                                               readings: [Reading(.temperature, i == changed ? 30.0 : 20.0)], lastSeen: nil, stale: false)
+            })
+        }
+        func state(_ rows: DeviceListPresenter.Rows) -> DeviceListPresenter.State {
+            var s = DeviceListPresenter.State()
+            s.devices = .loaded(rows)
+            s.scan = .on
+            return s
+        }
+        screen.lastHeight = 24   // 19 rows shown, from the top
+        screen.apply(.list(state(try rows())))
+        screen.needsDraw = false   // drawn
+        screen.apply(.list(state(try rows(80))))
+        #expect(!screen.needsDraw, "row 80 is off screen")
+        screen.apply(.list(state(try rows(3))))
+        #expect(screen.needsDraw, "row 3 is on screen")
+        screen.needsDraw = false
+        screen.apply(.list(state(try rows(3, count: 101))))
+        #expect(screen.needsDraw, "the count is in the header")
+        screen.needsDraw = false
+        var sorted = state(try rows(3, count: 101))
+        sorted.sort = .name
+        screen.apply(.list(sorted))
+        #expect(screen.needsDraw, "a setting changed")
+        // A frame already due stays due whatever comes next.
+        screen.apply(.list(sorted))
+        #expect(screen.needsDraw)
+        // The cursor's device is found near where it was.
+        let list = try rows(count: 100)
+        for (near, target) in [(0, 0), (0, 99), (50, 49), (99, 0), (500, 7), (-3, 12)] {
+            #expect(DashboardScreen.index(of: list[target].id, in: list, near: near) == target)
+        }
+        #expect(DashboardScreen.index(of: DeviceID(adapter: adapter, address: try BluetoothAddress("00:11:22:33:44:55")), in: list, near: 5) == nil)
+    }
+
     @Test func mouseSelectsThenOpens() async throws {
         let h = try start()
         let screen = h.screen
