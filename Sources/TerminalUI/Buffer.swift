@@ -232,6 +232,7 @@ public enum TextWidth {
         let v = s.value
         if v < 0x20 || (v >= 0x7F && v < 0xA0) { return 0 }
         if v < 0x300 { return 1 }
+        if v >= 0x2500 && v < 0x25A0 { return 1 }   // box drawing and block elements
         switch s.properties.generalCategory {
         case .nonspacingMark, .enclosingMark, .format: return 0
         default: break
@@ -248,7 +249,24 @@ public enum TextWidth {
             || (0xFF00...0xFF60).contains(v) || (0xFFE0...0xFFE6).contains(v) || (0x20000...0x3FFFD).contains(v)
     }
 
-    public static func of(_ s: String) -> Int { s.reduce(0) { $0 + of($1) } }
+    /// A string's width: the sum of its clusters' widths. Measured per
+    /// scalar while every scalar is one whose cluster width is the sum of
+    /// its scalars' widths (below U+0900 — combining marks there are 0
+    /// either way — and U+2000–U+2BFF but the zero-width joiner): grapheme
+    /// breaking was most of drawing a dashboard row. Anything else (Indic
+    /// spacing marks, Hangul jamo, emoji sequences, variation selectors)
+    /// goes by clusters.
+    public static func of(_ s: String) -> Int {
+        var width = 0
+        for scalar in s.unicodeScalars {
+            let v = scalar.value
+            guard v < 0x0900 || (v >= 0x2000 && v < 0x2C00 && v != 0x200D) else { return byClusters(s) }
+            width += of(scalar)
+        }
+        return width
+    }
+
+    static func byClusters(_ s: String) -> Int { s.reduce(0) { $0 + of($1) } }
 
     /// `s` cut to at most `width` columns, with "…" as the last column when cut.
     public static func truncate(_ s: String, to width: Int) -> String {

@@ -61,3 +61,31 @@ import Testing
         #expect(c[1, 0].width == 1 && c.text == "a  ")
     }
 }
+
+/// The per-scalar width of a string agrees with the cluster-by-cluster one
+/// for every string, also where the fast path must give way (emoji
+/// sequences, variation selectors, Hangul jamo, Indic spacing marks).
+@Test func textWidthByScalarsAgreesWithClusters() {
+    let pools: [[UInt32]] = [
+        Array(0x20...0x7E), [0x09, 0x0A, 0x0D, 0x7F], Array(0xA0...0xFF), Array(0x300...0x36F),
+        [0x5D0, 0x5B4, 0x627, 0x64E], [0x915, 0x93E, 0x93F, 0x94D], [0x1100, 0x1161, 0x11A8, 0xAC00],
+        Array(0x2010...0x2027), [0x200B, 0x200C, 0x200D, 0x20AC, 0x20E3], Array(0x2190...0x2199), Array(0x2500...0x25FF),
+        [0x2600, 0x2614, 0x2615, 0x2764, 0x2B50, 0xFE0E, 0xFE0F], [0x1F600, 0x1F468, 0x1F469, 0x1F467, 0x1F1E9, 0x1F1EA, 0x1F3FB],
+        [0x4E2D, 0x6587, 0xFF21, 0x3042],
+    ]
+    var rng = SystemRandomNumberGenerator()
+    var checked = 0
+    for _ in 0..<20_000 {
+        var s = String.UnicodeScalarView()
+        for _ in 0..<Int.random(in: 0...8, using: &rng) {
+            let pool = pools.randomElement(using: &rng) ?? pools[0]
+            if let v = pool.randomElement(using: &rng), let scalar = Unicode.Scalar(v) { s.append(scalar) }
+        }
+        let text = String(s)
+        #expect(TextWidth.of(text) == TextWidth.byClusters(text), "\(text.unicodeScalars.map { String($0.value, radix: 16) })")
+        checked += 1
+    }
+    #expect(checked == 20_000)
+    #expect(TextWidth.of("24.3 °C ▂▄▆█ -60") == 16)
+    #expect(TextWidth.of("👨‍👩‍👧") == 2 && TextWidth.of("❤️") == 2 && TextWidth.of("한") == 2)
+}
