@@ -22,7 +22,7 @@ public final class BlueZMirror: Sendable {
         /// their serials until the reply says which ones it already holds.
         var pending: [DBusMessage]? = []
         var owner: String?
-        var subscribers: [UInt64: AsyncStream<BlueZEvent>.Continuation] = [:]
+        var subscribers: [UInt64: Subscriber] = [:]
         var nextSubscriber: UInt64 = 0
         var waiters: [UInt64: (check: @Sendable (BlueZSnapshot, UInt64) -> Bool, resume: @Sendable () -> Void)] = [:]
         var changes: UInt64 = 0
@@ -45,7 +45,7 @@ public final class BlueZMirror: Sendable {
     deinit {
         ownerTask.withLock { $0?.cancel() }
         state.withLock { s in
-            for (_, c) in s.subscribers { c.finish() }
+            for (_, sub) in s.subscribers { sub.continuation.finish() }
         }
     }
 
@@ -107,11 +107,16 @@ public final class BlueZMirror: Sendable {
     /// Every change from now on. A consumer that falls more than
     /// `bufferCapacity` events behind loses the oldest and should re-read
     /// ``snapshot()`` (the mirror itself never loses anything).
-    public func events(bufferCapacity: Int = 4096) -> AsyncStream<BlueZEvent> {
+    ///
+    /// `where`: only the events it accepts are delivered (it runs on the
+    /// thread that applies the signal, so it must be quick). A consumer that
+    /// cares about few events does not wake for each advertisement.
+    public func events(bufferCapacity: Int = 4096,
+                       where filter: (@Sendable (BlueZEvent) -> Bool)? = nil) -> AsyncStream<BlueZEvent> {
         let (stream, continuation) = AsyncStream<BlueZEvent>.makeStream(bufferingPolicy: .bufferingNewest(bufferCapacity))
         let id = state.withLock { s -> UInt64 in
             s.nextSubscriber += 1
-            s.subscribers[s.nextSubscriber] = continuation
+            s.subscribers[s.nextSubscriber] = Subscriber(continuation: continuation, filter: filter)
             return s.nextSubscriber
         }
         continuation.onTermination = { [weak self] _ in
@@ -288,10 +293,15 @@ public final class BlueZMirror: Sendable {
         }
     }
 
+    struct Subscriber {
+        let continuation: AsyncStream<BlueZEvent>.Continuation
+        let filter: (@Sendable (BlueZEvent) -> Bool)?
+    }
+
     /// Mutates the state under the lock, then delivers the resulting events
     /// and wakes satisfied waiters outside it.
     private func publish(_ body: (inout State) -> [BlueZEvent]) {
-        let (events, subscribers, ready): ([BlueZEvent], [AsyncStream<BlueZEvent>.Continuation], [@Sendable () -> Void]) = state.withLock { s in
+        let (events, subscribers, ready): ([BlueZEvent], [Subscriber], [@Sendable () -> Void]) = state.withLock { s in
             let events = body(&s)
             let applied = s.appliedUnheard
             s.appliedUnheard = false
@@ -305,8 +315,10 @@ public final class BlueZMirror: Sendable {
             return (events, Array(s.subscribers.values), ready)
         }
         var dropped: UInt64 = 0
-        for c in subscribers {
-            for e in events { if case .dropped = c.yield(e) { dropped += 1 } }
+        for sub in subscribers {
+            for e in events where sub.filter?(e) ?? true {
+                if case .dropped = sub.continuation.yield(e) { dropped += 1 }
+            }
         }
         if dropped > 0 { droppedCounter.add(dropped, ordering: .relaxed) }
         for r in ready { r() }

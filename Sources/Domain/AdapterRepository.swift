@@ -147,7 +147,7 @@ public final class BlueZAdapterRepository: AdapterRepository {
     public init(client: BlueZClient, confirmTimeout: Duration = .seconds(5)) {
         self.client = client
         self.confirmTimeout = confirmTimeout
-        let events = client.mirror.events()
+        let events = client.mirror.events(where: BlueZAdapterRepository.concernsAdapters)
         refresh()
         let task = Task { [weak self] in
             for await event in events {

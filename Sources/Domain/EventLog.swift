@@ -170,7 +170,7 @@ public final class EventLog: Sendable {
     /// bluetoothd reports is taken as the new starting state.
     public func feed(from mirror: BlueZMirror) -> EventLogFeed {
         // Subscribed before the starting state is read: nothing falls between.
-        let events = mirror.events()
+        let events = mirror.events(where: MirrorTracker.concerns)
         let start = mirror.snapshot()
         return EventLogFeed(Task { [weak self, weak mirror] in
             var tracker = MirrorTracker(start)
@@ -256,6 +256,14 @@ struct MirrorTracker {
     }
 
     private static func name(_ d: Device) -> String? { d.alias ?? d.name }
+
+    /// Whether `apply` can make anything of `event` (the feed subscribes to
+    /// these only: an advertisement does not wake it).
+    @Sendable static func concerns(_ event: BlueZEvent) -> Bool {
+        guard case let .propertiesChanged(_, interface, changed, _) = event else { return true }
+        return (interface == BlueZInterface.device && changed["Connected"] != nil)
+            || (interface == BlueZInterface.adapter && changed["Powered"] != nil)
+    }
 
     /// The events `event` means. Property values come from the event itself
     /// (the snapshot may already be further on); the snapshot only supplies

@@ -102,6 +102,11 @@ func next(_ events: AsyncStream<BlueZEvent>, within seconds: Double = 5, matchin
             #expect(snap.devices.values.first?.rssi == -70)
 
             let events = client.mirror.events()
+            // A subscriber that wants adapter changes only gets none of the device ones.
+            let adapterOnly = client.mirror.events { event in
+                if case .propertiesChanged(_, "org.bluez.Adapter1", _, _) = event { return true }
+                return false
+            }
             hidden.setProperty("org.bluez.Device1", "RSSI", .int16(-55))
             _ = try await next(events) { if case .propertiesChanged = $0 { return true } else { return false } }
             #expect(client.mirror.snapshot().devices.values.first?.rssi == -55)
@@ -118,6 +123,11 @@ func next(_ events: AsyncStream<BlueZEvent>, within seconds: Double = 5, matchin
             try await client.setPowered(false, adapter: hci0)
             _ = try await next(events) { if case .propertiesChanged(_, "org.bluez.Adapter1", _, _) = $0 { return true } else { return false } }
             #expect(client.mirror.snapshot().adapters[hci0]?.powered == false)
+            let firstForAdapterOnly = try await next(adapterOnly) { _ in true }
+            guard case .propertiesChanged(_, "org.bluez.Adapter1", _, _)? = firstForAdapterOnly else {
+                Issue.record("the filtered stream's first event: \(String(describing: firstForAdapterOnly))")
+                return
+            }
             await #expect(throws: BlueZError.self) { try await client.connect(DeviceID(adapter: hci0, address: try BluetoothAddress("AA:BB:CC:DD:EE:01"))) }
             #expect(throws: BlueZError.notFound("adapter hci7 (bluetoothd has hci0)")) { try client.adapter("hci7") }
             _ = (standIn, hidden)
