@@ -94,6 +94,8 @@ final class ConnectionCore: @unchecked Sendable {
     private var deadlines = DeadlineHeap()
     private var running = true
     private(set) var dead = false                   // loop
+    /// Called once the connection is gone (``whenLost(_:)``).
+    private var lostWaiters: [@Sendable () -> Void] = []   // loop
     private var ruleGroups: [String: RuleGroup] = [:]
     private var sinkToRule: [UInt64: String] = [:]
     private var nameTracks: [String: NameTrack] = [:]
@@ -412,9 +414,22 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     /// Fails everything outstanding once the connection is gone.
+    /// Calls `action` once the connection is gone (at once if it is), on
+    /// the loop thread or, when the loop has already stopped, here.
+    func whenLost(_ action: @escaping @Sendable () -> Void) {
+        if !execute({ [self] in
+            if dead { action() } else { lostWaiters.append(action) }
+        }) {
+            action()
+        }
+    }
+
     private func markDead() {
         guard !dead else { return }
         dead = true
+        let lost = lostWaiters
+        lostWaiters.removeAll()
+        for action in lost { action() }
         let calls = pending
         pending.removeAll()
         for (_, call) in calls { call.completion(.failure(.disconnected)) }

@@ -1,3 +1,4 @@
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -94,6 +95,20 @@ public final class DBusConnection: Sendable {
     /// Flushes queued messages and closes the connection. Pending calls fail
     /// with ``DBusError/disconnected``; signal streams end.
     public func close() { core.close() }
+
+    /// Returns once the connection is gone: the bus closed it (the daemon
+    /// stopped or restarted), it could not be read any more, or ``close()``
+    /// was called. Returns at once when the caller is cancelled.
+    public func disconnected() async {
+        let done = LostSignal()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                if done.install(c) { core.whenLost { done.fire() } }
+            }
+        } onCancel: {
+            done.fire()
+        }
+    }
 
     /// Whether the connection is still usable.
     public func isConnected() async -> Bool {
@@ -392,5 +407,27 @@ public final class DBusConnection: Sendable {
 extension LibDBusCodec {
     static func release(_ message: CMessage) {
         releaseCMessage(message.pointer)
+    }
+}
+
+/// One waiter resumed exactly once, by whichever comes first (the loss or
+/// the caller's cancellation, which may come before the waiter is installed).
+private final class LostSignal: Sendable {
+    private let state = Mutex<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    /// False when it already fired (the continuation is then resumed here).
+    func install(_ c: CheckedContinuation<Void, Never>) -> Bool {
+        let fired = state.withLock { s -> Bool in
+            if !s.fired { s.waiter = c }
+            return s.fired
+        }
+        if fired { c.resume() }
+        return !fired
+    }
+    func fire() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            defer { s.fired = true; s.waiter = nil }
+            return s.fired ? nil : s.waiter
+        }
+        waiter?.resume()
     }
 }

@@ -141,6 +141,10 @@ public final class GatewayRuntime: Sendable {
     func setHTTPServer(_ server: HTTPServer) { parts.withLock { $0.http = server } }
     var httpServer: HTTPServer? { parts.withLock { $0.http } }
 
+    /// Returns once the D-Bus connection is gone (the bus daemon stopped or
+    /// restarted); at once when the caller is cancelled.
+    public func busDisconnected() async { await client.mirror.connection.disconnected() }
+
     /// Changes bluetoothd reported and the mirror applied (benchmarks wait on it).
     public var bluezChangesApplied: UInt64 { client.mirror.appliedChanges }
 

@@ -90,12 +90,28 @@ public struct GatewayService: Service {
         runtime.run()
         _ = notifier.ready(status: "publishing as \(runtime.options.topics.gatewayID)")
         let watchdog = Task { [notifier] in await notifier.runWatchdog() }
-        // Suspends until the group starts a graceful shutdown (or is cancelled).
-        try? await gracefulShutdown()
-        _ = notifier.stopping(status: "flushing the outbound queue")
+        // Suspends until the group starts a graceful shutdown (or is
+        // cancelled), or the bus connection is lost: a bus daemon that
+        // restarts does not bring our connection back (a new one has a new
+        // name and no match rules), so the gateway stops and says why, and
+        // the service manager starts it again (EX_UNAVAILABLE, 69: the
+        // unit's Restart=on-failure), instead of answering 503 for ever.
+        let runtime = self.runtime
+        let busLost = await withTaskGroup(of: Bool.self) { group -> Bool in
+            group.addTask { try? await gracefulShutdown(); return false }
+            group.addTask { await runtime.busDisconnected(); return !Task.isCancelled }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if busLost {
+            runtime.logger.critical("lost the D-Bus connection (the bus daemon stopped or restarted); stopping with exit status 69 so that the service manager starts the gateway again")
+        }
+        _ = notifier.stopping(status: busLost ? "D-Bus connection lost" : "flushing the outbound queue")
         if let deadline = exitDeadline { ShutdownDeadline.arm(after: deadline, logger: runtime.logger) }
         await runtime.shutdown()
         watchdog.cancel()
+        if busLost { throw GatewayBusLost() }
     }
 
     /// Runs the gateway until SIGTERM or SIGINT; the process exits at the
@@ -109,6 +125,12 @@ public struct GatewayService: Service {
             logger: logger))
         try await group.run()
     }
+}
+
+/// The gateway stopped because its D-Bus connection was lost (the process
+/// exits with EX_UNAVAILABLE, 69, so that systemd restarts it).
+public struct GatewayBusLost: Error, CustomStringConvertible {
+    public var description: String { "the D-Bus connection was lost" }
 }
 
 /// The last line of defence for a stopping process: every step of

@@ -92,6 +92,9 @@ struct GatewayCLICommand: AsyncParsableCommand {
         }
         do {
             try await GatewayService.runUntilSignalled(runtime, logger: logger)
+        } catch is GatewayBusLost {
+            // Already stopped and logged by the service; systemd restarts it.
+            throw ExitCode(GatewayExitCode.unavailable.rawValue)
         } catch let error as GatewayStartError {
             logger.critical("cannot start the gateway: \(error.description)")
             await runtime.shutdown()

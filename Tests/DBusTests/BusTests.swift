@@ -366,8 +366,17 @@ func echoObject() -> DBusExportedInterface {
         let pending = Task {
             try await client.call(destination: server.uniqueName, path: "/echo", interface: echoInterface, member: "Sleep", arguments: [.uint32(10_000)])
         }
+        // `disconnected()` returns when the daemon goes, and at once when its caller is cancelled.
+        let lost = Task { await client.disconnected(); return ContinuousClock.now }
+        let cancelled = Task { await client.disconnected() }
+        cancelled.cancel()
+        await cancelled.value
         try await Task.sleep(for: .milliseconds(100))
+        let stoppedAt = ContinuousClock.now
         bus.stop()
+        let lostAt = await lost.value
+        #expect(lostAt >= stoppedAt && lostAt - stoppedAt < .seconds(5))
+        await client.disconnected()   // already gone: returns at once
         await #expect(throws: DBusError.disconnected) { try await pending.value }
         await #expect(throws: DBusError.disconnected) { for try await _ in stream {} }
         #expect(await client.isConnected() == false)
