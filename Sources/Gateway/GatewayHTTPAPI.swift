@@ -303,7 +303,12 @@ extension GatewayRuntime {
         }
         let api = GatewayHTTPAPI(runtime: self, token: http.token)
         do {
-            let server = try HTTPServer.start(host: http.host, port: http.port, immediate: api.immediate, handler: api.handler)
+            // Health and metrics stay answerable when every ordinary connection
+            // is taken (slow clients, event-stream subscribers): reserved slots.
+            var configuration = HTTPServer.Configuration()
+            configuration.reservedPaths = ["/healthz", "/metrics"]
+            let server = try HTTPServer.start(host: http.host, port: http.port, configuration: configuration,
+                                              immediate: api.immediate, handler: api.handler)
             setHTTPServer(server)
             logger.info("HTTP API on \(server.address)")
         } catch {

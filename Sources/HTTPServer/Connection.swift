@@ -14,13 +14,26 @@ final class Connection {
     private let clock = ContinuousClock()
 
     private var configuration: HTTPServer.Configuration { core.configuration }
+    /// In a slot beyond `maxConnections`: serves `reservedPaths` only, once.
+    private let reserved: Bool
+    /// Admitted under pressure (or reserved): `pressureTimeout` for the head
+    /// and for waiting idle.
+    private let pressed: Bool
+    private var headerTimeout: Duration {
+        pressed ? min(configuration.headerTimeout, configuration.pressureTimeout) : configuration.headerTimeout
+    }
+    private var idleTimeout: Duration {
+        pressed ? min(configuration.idleTimeout, configuration.pressureTimeout) : configuration.idleTimeout
+    }
 
-    init(fd: Int32, id: Int, core: ServerCore, remoteHost: String, remotePort: Int) {
+    init(fd: Int32, id: Int, core: ServerCore, remoteHost: String, remotePort: Int, reserved: Bool = false, pressed: Bool = false) {
         self.fd = fd
         self.id = id
         self.core = core
         self.remoteHost = remoteHost
         self.remotePort = remotePort
+        self.reserved = reserved
+        self.pressed = pressed
     }
 
     func run() {
@@ -49,6 +62,11 @@ final class Connection {
             return false
         case .success(let t): target = t
         }
+        if reserved && !configuration.reservedPaths.contains(target.path) {
+            reject(HTTPRequestError(.serviceUnavailable,
+                                    "too many connections (limit \(configuration.maxConnections)); try again later"))
+            return false
+        }
         let length: Int
         switch head.bodyLength(limit: configuration.maxBodyBytes) {
         case .failure(let error):
@@ -66,7 +84,7 @@ final class Connection {
             body: body, remoteHost: remoteHost, remotePort: remotePort
         )
         guard let response = respond(to: request) else { return false }
-        let keepAlive = head.wantsKeepAlive && !core.isStopping
+        let keepAlive = head.wantsKeepAlive && !core.isStopping && !reserved
         return write(response, for: request, keepAlive: keepAlive) && !core.isStopping
     }
 
@@ -81,11 +99,11 @@ final class Connection {
 
     private func readHead() -> HeadOutcome {
         var scanner = HeadScanner(limit: configuration.maxHeadBytes)
-        let idleDeadline = clock.now + configuration.idleTimeout
+        let idleDeadline = clock.now + idleTimeout
         var headerDeadline: ContinuousClock.Instant?
         while true {
             if !buffer.isEmpty {
-                if headerDeadline == nil { headerDeadline = clock.now + configuration.headerTimeout }
+                if headerDeadline == nil { headerDeadline = clock.now + headerTimeout }
                 switch scanner.scan(buffer) {
                 case .complete(let end):
                     let parsed = RequestHead.parse(buffer[..<end])
@@ -104,7 +122,7 @@ final class Connection {
             case .data: continue
             case .timeout:
                 guard headerDeadline != nil else { return .closed }
-                return .rejected(HTTPRequestError(.requestTimeout, "request head not complete within \(seconds(configuration.headerTimeout))"))
+                return .rejected(HTTPRequestError(.requestTimeout, "request head not complete within \(seconds(headerTimeout))"))
             case .endOfInput, .stopping, .failed:
                 return .closed
             }
@@ -196,6 +214,19 @@ final class Connection {
             return sendAll(fd, serializeHead(status, headers) + payload) && keepAlive
 
         case .stream(let stream):
+            let counted = !isHead && !bodyForbidden
+            guard !counted || core.beginStream() else {
+                discard(stream)
+                let message = Array("too many open streams (limit \(configuration.maxStreams)); try again later\n".utf8)
+                var refusal = HTTPHeaders()
+                refusal.add("Content-Type", "text/plain; charset=utf-8")
+                refusal.add("Content-Length", String(message.count))
+                refusal.add("Retry-After", "5")
+                addConnection(&refusal, keepAlive: false, version: request.version)
+                _ = sendAll(fd, serializeHead(.serviceUnavailable, outgoingHeaders(refusal)) + (isHead ? [] : message))
+                return false
+            }
+            defer { if counted { core.endStream() } }
             let isEventStream = response.headers["Content-Type"].map { asciiLowercased($0).hasPrefix(ServerSentEvents.contentType) } ?? false
             // Event streams end with the connection (EventSource clients
             // expect that, and proxies pass them on unbuffered); so do

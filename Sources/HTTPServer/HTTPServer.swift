@@ -59,6 +59,21 @@ public final class HTTPServer: Sendable {
         public var bodyTimeout: Duration = .seconds(30)
         /// Longest a single send may make no progress (the connection is dropped after).
         public var sendTimeout: Duration = .seconds(30)
+        /// Connections beyond `maxConnections` that serve only
+        /// `reservedPaths` (anything else is answered 503 and closed): a
+        /// health check is answered when every ordinary slot is taken.
+        public var reservedConnections = 8
+        /// The paths a reserved connection serves (exact, e.g. "/healthz").
+        public var reservedPaths: Set<String> = []
+        /// Once this many connections are open, a new one gets
+        /// `pressureTimeout` for its head and for waiting idle (a slowloris
+        /// client then holds a slot for about a second, not `headerTimeout`),
+        /// and so does every reserved connection.
+        public var pressureThreshold = 48
+        public var pressureTimeout: Duration = .seconds(1)
+        /// Streamed responses (server-sent events) at once; one more is
+        /// answered 503: subscribers cannot take every connection.
+        public var maxStreams = 16
 
         public init() {}
     }
@@ -166,6 +181,9 @@ final class ServerCore: Sendable {
         var acceptLoopRunning = true
         /// Open connections' sockets by connection id.
         var connections: [Int: Int32] = [:]
+        /// Of those, the ones in a reserved slot.
+        var reserved: Set<Int> = []
+        var streams = 0
         var nextConnectionID = 0
         var waiters: [CheckedContinuation<Void, Never>] = []
 
@@ -181,6 +199,17 @@ final class ServerCore: Sendable {
     }
 
     var isStopping: Bool { state.withLock { $0.stopping } }
+
+    /// A streamed response may start (false: `maxStreams` run already).
+    func beginStream() -> Bool {
+        state.withLock { s in
+            guard s.streams < max(0, configuration.maxStreams) else { return false }
+            s.streams += 1
+            return true
+        }
+    }
+
+    func endStream() { state.withLock { $0.streams -= 1 } }
 
     func beginStop() {
         let first = state.withLock { s in
@@ -249,21 +278,28 @@ final class ServerCore: Sendable {
         }
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         let remote = SocketAddress(storage: storage)
-        let admission: Int?? = state.withLock { s in
+        let ordinary = max(1, configuration.maxConnections)
+        let reserve = configuration.reservedPaths.isEmpty ? 0 : max(0, configuration.reservedConnections)
+        let admission: (id: Int, reserved: Bool, pressed: Bool)?? = state.withLock { s in
             if s.stopping { return .some(nil) }
-            if s.connections.count >= max(1, configuration.maxConnections) { return nil }
+            let open = s.connections.count
+            guard open < ordinary + reserve else { return nil }
             let id = s.nextConnectionID
             s.nextConnectionID += 1
             s.connections[id] = fd
-            return id
+            let reserved = open >= ordinary
+            if reserved { s.reserved.insert(id) }
+            return (id, reserved, reserved || open >= configuration.pressureThreshold)
         }
         switch admission {
         case .none:
             refuse(fd, message: "too many connections (limit \(configuration.maxConnections)); try again later")
         case .some(.none):
             close(fd)
-        case .some(.some(let id)):
-            let connection = Connection(fd: fd, id: id, core: self, remoteHost: remote?.host ?? "?", remotePort: remote?.port ?? 0)
+        case .some(.some(let admitted)):
+            let id = admitted.id
+            let connection = Connection(fd: fd, id: id, core: self, remoteHost: remote?.host ?? "?", remotePort: remote?.port ?? 0,
+                                        reserved: admitted.reserved, pressed: admitted.pressed)
             if !spawnThread({ connection.run() }) {
                 // Out of the registry before the descriptor closes (see `beginStop`).
                 finish { s in s.connections[id] = nil }
@@ -292,6 +328,7 @@ final class ServerCore: Sendable {
     /// `beginStop`).
     func connectionEnded(id: Int) {
         finish { s in
+            s.reserved.remove(id)
             if let fd = s.connections.removeValue(forKey: id) { close(fd) }
         }
     }

@@ -2,6 +2,7 @@
 // on dedicated threads, plus the pure parts (parsing, SSE format, auth).
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import HTTPServer
 
@@ -268,6 +269,78 @@ import Testing
         #expect(response.text == "request head not complete within 0.3 s\n")
         #expect(linesSent >= 2 && linesSent < 30, "answered after the 300 ms head timeout, while the client was still sending (\(linesSent) lines; a loaded machine answers later)")
         #expect(closed)
+    }
+
+    /// Slow clients hold every ordinary slot: a health check still gets a
+    /// reserved one (and only a health check does), and once the server is
+    /// under pressure a slow head is cut after `pressureTimeout`, not
+    /// `headerTimeout` (issue 18: /healthz answered 503 in 36 of 40 probes).
+    @Test func healthIsAnsweredWhenSlowClientsHoldEveryOrdinarySlot() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.maxConnections = 4
+        configuration.reservedConnections = 2
+        configuration.reservedPaths = ["/healthz"]
+        configuration.pressureThreshold = 2
+        configuration.pressureTimeout = .seconds(3)   // long enough for the probes below on a loaded machine
+        configuration.headerTimeout = .seconds(30)
+        let (health, other, cutAfter, calm) = try await withServer(configuration: configuration, handler: { r in .text("path \(r.path)") }) { server in
+            try await onThread {
+                // Four slowloris clients: a request line and no more.
+                let slow = try (0..<4).map { _ in try RawClient(port: server.boundPort) }
+                for c in slow { try c.send("GET / HTTP/1.1\r\n") }
+                Thread.sleep(forTimeInterval: 0.1)
+                let probe = try RawClient(port: server.boundPort)
+                try probe.send(request("GET", "/healthz"))
+                let health = try probe.readResponse()
+                let closed = try probe.seesEndOfInput()
+                let intruder = try RawClient(port: server.boundPort)
+                try intruder.send(request("GET", "/data"))
+                let other = try intruder.readResponse()
+                // The two admitted under pressure are cut after ~3 s; the first two keep their 30 s.
+                let start = Date()
+                let cut = try slow[2].readResponse()
+                let cutAfter = Date().timeIntervalSince(start)
+                #expect(cut.status == 408 && closed)
+                let calm = !slow[0].isReadable(within: 0)   // admitted before the pressure: still waiting
+                for c in slow { c.close() }
+                return (health, other, cutAfter, calm)
+            }
+        }
+        #expect(health.status == 200 && health.text == "path /healthz")
+        #expect(other.status == 503 && other.text.contains("too many connections"), "\(other.status) \(other.text)")
+        #expect(cutAfter < 10, "a slow head under pressure is cut after the pressure timeout (\(cutAfter) s)")
+        #expect(calm, "a connection admitted before the pressure keeps its own header timeout")
+    }
+
+    /// Event-stream subscribers are limited on their own: one more is
+    /// answered 503 and ordinary requests still get through.
+    @Test func streamsBeyondTheirLimitGet503() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.maxStreams = 2
+        let producers = (0..<3).map { _ in StreamingTests.Producer() }
+        let next = Mutex(0)
+        let (statuses, plain) = try await withServer(configuration: configuration, handler: { r in
+            if r.path == "/plain" { return .text("plain") }
+            let i = next.withLock { n -> Int in defer { n += 1 }; return n }
+            return ServerSentEvents.response(producers[min(i, 2)].stream)
+        }) { server in
+            try await onThread {
+                let clients = try (0..<3).map { _ in try RawClient(port: server.boundPort) }
+                var statuses: [Int] = []
+                for c in clients {
+                    try c.send(request("GET", "/events"))
+                    statuses.append(try c.readHead().status)
+                }
+                let p = try RawClient(port: server.boundPort)
+                try p.send(request("GET", "/plain"))
+                let plain = try p.readResponse()
+                for c in clients { c.close() }
+                return (statuses, plain)
+            }
+        }
+        #expect(statuses == [200, 200, 503])
+        #expect(plain.text == "plain")
+        #expect(await producers[2].terminated.wait(), "the refused stream's producer is told")
     }
 
     @Test func connectionsBeyondTheLimitGet503() async throws {
