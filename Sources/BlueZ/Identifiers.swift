@@ -13,8 +13,24 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
         self.bytes = bytes
     }
 
-    /// Parses `AA:BB:CC:DD:EE:FF` (or with `-` or `_` separators, any case).
+    /// Parses `AA:BB:CC:DD:EE:FF` (or with `-` or `_` separators, any case),
+    /// or the 12 hex digits alone (`e45f01aa1001`, as in MQTT topics and
+    /// the HTTP API).
     public init(_ text: String) throws(BlueZError) {
+        if text.utf8.count == 12, text.utf8.allSatisfy({ $0 < 0x80 && UInt8(ascii: "0")...UInt8(ascii: "f") ~= ($0 | 0x20) }) {
+            var out: [UInt8] = []
+            var i = text.startIndex
+            while i < text.endIndex {
+                let j = text.index(i, offsetBy: 2)
+                guard let b = UInt8(text[i..<j], radix: 16) else {
+                    throw .invalidArgument("\"\(text)\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF)")
+                }
+                out.append(b)
+                i = j
+            }
+            bytes = out
+            return
+        }
         let parts = text.split(omittingEmptySubsequences: false) { $0 == ":" || $0 == "-" || $0 == "_" }
         guard parts.count == 6 else {
             throw .invalidArgument("\"\(text)\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF)")

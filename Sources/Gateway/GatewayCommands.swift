@@ -1,5 +1,6 @@
 import BLEParsing
 import BlueZ
+import DBus
 import Domain
 import Foundation
 import Presenters
@@ -67,8 +68,16 @@ public struct GatewayCommand: Sendable, Equatable {
         }
         var command = GatewayCommand(action: action, id: id)
         if let raw = dict["characteristic"] {
-            guard let s = raw as? String, !s.isEmpty else { throw GatewayCommandError(id: id, "\"characteristic\" must be a UUID or an object path") }
-            command.characteristic = s
+            let expected = "\"characteristic\" must be a UUID (\"2a37\", \"0x2A37\" or 128-bit) or a characteristic's object path"
+            guard let s = raw as? String, !s.isEmpty else { throw GatewayCommandError(id: id, expected) }
+            if s.hasPrefix("/") {
+                // A bad path is the request's fault (400), not the device's (502).
+                guard (try? ObjectPath(s)) != nil else { throw GatewayCommandError(id: id, "\(expected); \"\(s)\" is not a D-Bus object path") }
+                command.characteristic = s
+            } else {
+                guard (try? BluetoothUUID(parsing: s)) != nil else { throw GatewayCommandError(id: id, "\(expected), got \"\(s)\"") }
+                command.characteristic = s   // as given (replies quote it); `find` compares canonical forms
+            }
         }
         if let raw = dict["value"] {
             guard let s = raw as? String, let bytes = Self.hexBytes(s) else {
@@ -377,7 +386,7 @@ public final class CommandExecutor: Sendable {
 
     /// The characteristic with this object path, full UUID or 16-bit UUID.
     static func find(_ target: String, in services: [GATTServiceNode]) -> GATTCharacteristicNode? {
-        let wanted = BlueZSnapshot.normalizeUUID(target)
+        let wanted = (try? BluetoothUUID(parsing: target))?.string ?? BlueZSnapshot.normalizeUUID(target)
         for service in services {
             for c in service.characteristics {
                 if c.id.path.rawValue == target || BlueZSnapshot.normalizeUUID(c.uuid) == wanted { return c }

@@ -307,6 +307,7 @@ extension GatewayRuntime {
             // is taken (slow clients, event-stream subscribers): reserved slots.
             var configuration = HTTPServer.Configuration()
             configuration.reservedPaths = ["/healthz", "/metrics"]
+            configuration.jsonErrors = true   // every answer of the API is JSON, as docs/GATEWAY.md says
             let server = try HTTPServer.start(host: http.host, port: http.port, configuration: configuration,
                                               immediate: api.immediate, handler: api.handler)
             setHTTPServer(server)

@@ -589,16 +589,25 @@ public final class GatewayRuntime: Sendable {
             logger.error("MQTT: cannot subscribe to \(filter): \(error.description); commands over MQTT are off")
             commands = nil
         }
+        let endpoint = configuration.endpoint
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await publisher.run() }
             group.addTask { [weak self] in
                 // `online` after every (re)connect: the broker published our will when we dropped.
+                var lost = false
                 for await state in client.states() {
                     guard let self else { return }
                     metrics.update { $0.mqttConnected = state == .connected; $0.published = publisher.publishedCount }
                     guard state == .connected else {
-                        if case let .disconnected(reason) = state { logger.warning("MQTT disconnected: \(reason)") }
+                        if case let .disconnected(reason) = state {
+                            logger.warning("MQTT disconnected: \(reason)")
+                            lost = true
+                        }
                         continue
+                    }
+                    if lost {
+                        logger.info("MQTT connected again to \(endpoint)")
+                        lost = false
                     }
                     try? await client.publish(MQTTMessage(topic: options.topics.gatewayAvailability,
                                                           payload: Array(GatewayTopics.online.utf8), qos: .atLeastOnce, retain: true))
@@ -635,7 +644,14 @@ public final class GatewayRuntime: Sendable {
         // <root>/<addr>/command
         let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
         guard levels.count >= 2, let address = Self.address(fromTopicID: String(levels[levels.count - 2])) else {
-            logger.warning("MQTT command on \(message.topic): not a device topic")
+            // Answered too (on the topic's own reply topic), so the sender is not left waiting.
+            let given = levels.count >= 2 ? String(levels[levels.count - 2]) : message.topic
+            let text = "\"\(given)\" in \(message.topic) is not a device address (12 hex digits, e.g. e45f01aa1001)"
+            logger.warning("MQTT command refused: \(text)")
+            metrics.countCommand("invalid", ok: false)
+            let id = (try? GatewayCommand.parse(message.payload))?.id
+            let body = SortedJSON.bytes([("ok", .bool(false)), ("error", .string(text)), ("id", id.map { .string($0) } ?? .null)])
+            enqueue([OutgoingMessage(topic: levels.dropLast().joined(separator: "/") + "/reply", payload: body, retain: false, qos: 1)])
             return
         }
         let reply: GatewayCommandReply

@@ -181,7 +181,8 @@ final class Connection {
     private func respond(to request: HTTPRequest) -> HTTPResponse? {
         if let immediate = core.immediate, let response = immediate(request) { return response }
         guard let slot = ResponseSlot() else {
-            return .text(status: .serviceUnavailable, "server out of file descriptors\n")
+            let (contentType, body) = core.errorBody("server out of file descriptors")
+            return HTTPResponse(status: .serviceUnavailable, headers: ["Content-Type": contentType], body: body)
         }
         let handler = core.handler
         let task = Task { slot.deliver(await handler(request)) }
@@ -217,9 +218,9 @@ final class Connection {
             let counted = !isHead && !bodyForbidden
             guard !counted || core.beginStream() else {
                 discard(stream)
-                let message = Array("too many open streams (limit \(configuration.maxStreams)); try again later\n".utf8)
+                let (contentType, message) = core.errorBody("too many open streams (limit \(configuration.maxStreams)); try again later")
                 var refusal = HTTPHeaders()
-                refusal.add("Content-Type", "text/plain; charset=utf-8")
+                refusal.add("Content-Type", contentType)
                 refusal.add("Content-Length", String(message.count))
                 refusal.add("Retry-After", "5")
                 addConnection(&refusal, keepAlive: false, version: request.version)
@@ -317,9 +318,9 @@ final class Connection {
 
     /// A plain-text error, then the connection closes.
     private func reject(_ error: HTTPRequestError) {
-        let body = Array((error.message + "\n").utf8)
+        let (contentType, body) = core.errorBody(error.message)
         let headers: HTTPHeaders = [
-            "Date": httpDate(), "Server": serverName, "Content-Type": "text/plain; charset=utf-8",
+            "Date": httpDate(), "Server": serverName, "Content-Type": contentType,
             "Content-Length": String(body.count), "Connection": "close",
         ]
         if sendAll(fd, serializeHead(error.status, headers) + body) { lingeringClose() }

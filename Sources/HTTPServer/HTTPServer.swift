@@ -74,6 +74,10 @@ public final class HTTPServer: Sendable {
         /// Streamed responses (server-sent events) at once; one more is
         /// answered 503: subscribers cannot take every connection.
         public var maxStreams = 16
+        /// The server's own errors (400/408/413/431/503…) as
+        /// `{"error": "<message>"}` instead of a plain-text line, for an API
+        /// whose clients parse every answer as JSON.
+        public var jsonErrors = false
 
         public init() {}
     }
@@ -310,12 +314,19 @@ final class ServerCore: Sendable {
         return true
     }
 
+    /// The body and content type of an error the server answers itself.
+    func errorBody(_ message: String) -> (contentType: String, body: [UInt8]) {
+        configuration.jsonErrors
+            ? ("application/json", Array("{\"error\": \(jsonStringLiteral(message))}\n".utf8))
+            : ("text/plain; charset=utf-8", Array((message + "\n").utf8))
+    }
+
     /// A best-effort 503 on a fresh connection: its send buffer is empty, so
     /// a non-blocking send of a few hundred bytes does not wait.
     private func refuse(_ fd: Int32, message: String) {
-        let body = Array((message + "\n").utf8)
+        let (contentType, body) = errorBody(message)
         var head = "HTTP/1.1 503 Service Unavailable\r\nDate: \(httpDate())\r\nServer: \(serverName)\r\n"
-        head += "Content-Type: text/plain; charset=utf-8\r\nContent-Length: \(body.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
+        head += "Content-Type: \(contentType)\r\nContent-Length: \(body.count)\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
         let bytes = Array(head.utf8) + body
         _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
         _ = shutdown(fd, Int32(SHUT_WR))

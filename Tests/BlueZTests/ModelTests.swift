@@ -8,7 +8,10 @@ import DBus
         #expect(a.description == "AA:BB:CC:DD:EE:0F")
         #expect(a.pathComponent == "AA_BB_CC_DD_EE_0F")
         #expect(try BluetoothAddress("AA-BB-CC-DD-EE-0F") == a)
-        for bad in ["", "AA:BB:CC:DD:EE", "AA:BB:CC:DD:EE:FF:00", "AA:BB:CC:DD:EE:GG", "AAA:BB:CC:DD:EE:F"] {
+        // The 12 hex digits alone, as MQTT topics and the HTTP API write them.
+        #expect(try BluetoothAddress("aabbccddee0f") == a && BluetoothAddress("AABBCCDDEE0F") == a)
+        for bad in ["", "AA:BB:CC:DD:EE", "AA:BB:CC:DD:EE:FF:00", "AA:BB:CC:DD:EE:GG", "AAA:BB:CC:DD:EE:F",
+                    "aabbccddee0", "aabbccddee0fa", "aabbccddee0g", "aabbccdd:e0f", "+abbccddee0f"] {
             #expect(throws: BlueZError.self) { try BluetoothAddress(bad) }
         }
         do {

@@ -189,12 +189,20 @@ import Testing
         #expect(write == GatewayCommand(action: .write, characteristic: "2a39", value: [0x0a, 0xff], withoutResponse: true, id: "7"))
         let notify = try GatewayCommand.parse(Array(#"{"action":"notify","characteristic":"2a37","enable":false}"#.utf8))
         #expect(notify.enable == false)
+        // UUID spellings the rest of the product accepts.
+        for spelling in ["0x2A39", "00002a39", "00002A39-0000-1000-8000-00805F9B34FB", "00002a3900001000800000805f9b34fb"] {
+            let c = try GatewayCommand.parse(Array(#"{"action":"read","characteristic":"\#(spelling)"}"#.utf8))
+            #expect(c.characteristic == spelling)
+        }
     }
 
     @Test(arguments: [
         (#"[1]"#, "must be a JSON object"),
         (#"{"characteristic":"2a37"}"#, "\"action\" is missing"),
         (#"{"action":"read"}"#, "\"read\" needs \"characteristic\""),
+        // A characteristic that cannot be one is the request's fault (400), not the device's (502).
+        (#"{"action":"read","characteristic":"2a3z"}"#, "must be a UUID (\"2a37\", \"0x2A37\" or 128-bit) or a characteristic's object path, got \"2a3z\""),
+        (#"{"action":"read","characteristic":"/org//bluez"}"#, "\"/org//bluez\" is not a D-Bus object path"),
         (#"{"action":"write","characteristic":"2a39"}"#, "needs \"value\""),
         (#"{"action":"write","characteristic":"2a39","value":"0g"}"#, "\"value\" must be hex"),
         (#"{"action":"notify","characteristic":"2a37","enable":1}"#, "\"enable\" must be true or false"),

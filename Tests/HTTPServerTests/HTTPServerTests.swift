@@ -217,6 +217,22 @@ import Testing
         #expect(closed)
     }
 
+    /// With `jsonErrors` the server's own errors are `{"error": …}` like the API's.
+    @Test func theServersOwnErrorsCanBeJSON() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.jsonErrors = true
+        let big = request("GET", "/", headers: [("X-Big", String(repeating: "a", count: 17 * 1024))])
+        let (response, closed) = try await Self.exchange(big, configuration: configuration)
+        #expect(response.status == 431)
+        #expect(response.headers["Content-Type"] == "application/json")
+        #expect(response.text == "{\"error\": \"request line and headers exceed 16384 bytes\"}\n")
+        #expect(closed)
+        let (malformed, _) = try await Self.exchange(Array("GET /\"quoted HTTP/1.1\r\n\r\n".utf8), configuration: configuration)
+        #expect(malformed.status == 400 && malformed.headers["Content-Type"] == "application/json")
+        let decoded = try JSONSerialization.jsonObject(with: Data(malformed.body)) as? [String: String]
+        #expect(decoded?["error"]?.isEmpty == false, "\(malformed.text)")
+    }
+
     @Test func overlongRequestLineIs414() async throws {
         let (response, _) = try await Self.exchange(request("GET", "/" + String(repeating: "x", count: 17 * 1024)))
         #expect(response.status == 414)

@@ -166,6 +166,12 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
             try await tester.publish(MQTTMessage(topic: "\(Self.strap)/command", text: "connect please", qos: .atLeastOnce))
             let all = await replies.wait { $0.contains { (json($0)?["error"] as? String)?.contains("not JSON") == true } }
             #expect(all.contains { (json($0)?["error"] as? String)?.contains("not JSON") == true })
+            // A topic whose address level is not an address: answered on its own reply topic.
+            let wrong = Inbox(try await tester.subscribe("blecompanion/test/e45f01aa10zz/reply", qos: .atLeastOnce))
+            try await tester.publish(MQTTMessage(topic: "blecompanion/test/e45f01aa10zz/command", text: #"{"action":"connect","id":"a1"}"#, qos: .atLeastOnce))
+            let answered = await wrong.wait(timeout: .seconds(20)) { !$0.isEmpty }.compactMap(json).first
+            #expect(answered?["ok"] as? Bool == false && answered?["id"] as? String == "a1")
+            #expect((answered?["error"] as? String)?.contains("is not a device address") == true, "\(String(describing: answered))")
             let metrics = gateway.runtime.metrics.render()
             #expect(metrics.contains(#"blecompanion_commands_total{action="read",result="ok"} 1"#))
             #expect(metrics.contains(#"blecompanion_commands_total{action="write",result="error"} 1"#))
