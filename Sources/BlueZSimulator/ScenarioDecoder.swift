@@ -5,6 +5,10 @@ import Musl
 #endif
 
 extension Scenario {
+    /// The largest scenario file `load(path:)` reads (a bound on what a
+    /// file can make the simulator hold).
+    public static let maximumFileBytes = 16 << 20
+
     /// Reads a scenario file. Errors name the file, line and JSON path.
     public static func load(path: String) throws(ScenarioError) -> Scenario {
         let name = path.split(separator: "/").last.map(String.init) ?? path
@@ -18,7 +22,7 @@ extension Scenario {
             let n = fread(&chunk, 1, chunk.count, f)
             if n > 0 { bytes += chunk[0..<n] }
             if n < chunk.count { break }
-            if bytes.count > 16 << 20 { throw ScenarioError(file: name, line: 0, path: "", message: "file is larger than 16 MiB") }
+            if bytes.count > maximumFileBytes { throw ScenarioError(file: name, line: 0, path: "", message: "file is larger than 16 MiB") }
         }
         return try parse(String(decoding: bytes, as: UTF8.self), fileName: name)
     }

@@ -27,7 +27,8 @@ struct ImportBtsnoopCommand: ParsableCommand {
             EXIT STATUS
               0  scenario written
               1  the capture could not be read (the reason is on standard error) or the output not written
-              70 the scenario produced does not load in the simulator (a bug; please report it)
+              70 the scenario produced would not load in the simulator: larger than its 16 MiB limit \
+            (import a shorter capture), or invalid (a bug; please report it)
             """
     )
 
@@ -45,6 +46,28 @@ struct ImportBtsnoopCommand: ParsableCommand {
 
     func run() throws {
         let sourceName = URL(fileURLWithPath: file).lastPathComponent
+        // A capture is a regular file; anything else gets a clear word before
+        // Foundation's ("You don't have permission" for a FIFO as root).
+        var input = stat()
+        guard stat(file, &input) == 0 else {
+            printError("import-btsnoop: cannot read \(file): \(String(cString: strerror(errno)))")
+            throw ExitCode(1)
+        }
+        switch input.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR:
+            printError("import-btsnoop: \(file) is a directory; give a capture file (btmon -w FILE)")
+            throw ExitCode(1)
+        default:
+            printError("import-btsnoop: \(file) is not a regular file (a FIFO, socket or device); give a capture file (btmon -w FILE)")
+            throw ExitCode(1)
+        }
+        // --out must not be the capture itself (it would be replaced).
+        var output = stat()
+        if stat(out, &output) == 0, output.st_dev == input.st_dev, output.st_ino == input.st_ino {
+            printError("import-btsnoop: --out \(out) is the capture itself; write the scenario to another file")
+            throw ExitCode(1)
+        }
         let bytes: [UInt8]
         do {
             bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
@@ -63,6 +86,11 @@ struct ImportBtsnoopCommand: ParsableCommand {
         let result = ScenarioImporter.convert(timeline, options: .init(name: scenarioName, sourceName: sourceName))
         let text = result.scenario.text
         let outName = URL(fileURLWithPath: out).lastPathComponent
+        let size = text.utf8.count
+        guard size <= Scenario.maximumFileBytes else {
+            printError("import-btsnoop: the scenario would be \(size / (1 << 20)) MiB, more than the simulator loads (16 MiB); nothing written. Import a shorter capture (e.g. cut it with editcap -r, or record less with btmon).")
+            throw ExitCode(70)
+        }
         do {
             _ = try Scenario.parse(text, fileName: outName)
         } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Testing
 
 /// Runs the real `blecompanion import-btsnoop` on the committed captures
@@ -61,5 +62,34 @@ import Testing
         #expect(missing.stderr.hasPrefix("import-btsnoop: cannot read /nonexistent/capture.btsnoop"))
         let usage = try await DoctorCLI.run(["import-btsnoop", text.path])
         #expect(usage.status == 64)
+    }
+
+    /// Not a regular file, or --out naming the capture itself: a clear
+    /// error, exit 1, and nothing overwritten (before: Foundation's "error
+    /// 256" for a directory, "You don't have permission" for a FIFO as root,
+    /// and a capture silently replaced by its scenario).
+    @Test func refusesWhatIsNotACaptureFileAndWillNotOverwriteTheCapture() async throws {
+        let dir = Self.temporary("dir")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let asDir = try await DoctorCLI.run(["import-btsnoop", dir.path, "--out", dir.appendingPathComponent("a.json").path])
+        #expect(asDir.status == 1 && asDir.stderr == "import-btsnoop: \(dir.path) is a directory; give a capture file (btmon -w FILE)\n", "\(asDir.stderr)")
+        let fifo = dir.appendingPathComponent("pipe")
+        #expect(mkfifo(fifo.path, 0o600) == 0)
+        let asFIFO = try await DoctorCLI.run(["import-btsnoop", fifo.path, "--out", dir.appendingPathComponent("b.json").path])
+        #expect(asFIFO.status == 1 && asFIFO.stderr.contains("is not a regular file (a FIFO, socket or device)"), "\(asFIFO.stderr)")
+        let asDevice = try await DoctorCLI.run(["import-btsnoop", "/dev/zero", "--out", dir.appendingPathComponent("c.json").path])
+        #expect(asDevice.status == 1 && asDevice.stderr.contains("/dev/zero is not a regular file"), "\(asDevice.stderr)")
+        // The capture as its own output, also through another path to it.
+        let capture = dir.appendingPathComponent("hr.btsnoop")
+        try FileManager.default.copyItem(at: Self.captures.appendingPathComponent("heart-rate-h4.btsnoop"), to: capture)
+        let before = try Data(contentsOf: capture)
+        let link = dir.appendingPathComponent("link.btsnoop")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: capture)
+        for target in [capture.path, link.path, dir.path + "/./hr.btsnoop"] {
+            let same = try await DoctorCLI.run(["import-btsnoop", capture.path, "--out", target])
+            #expect(same.status == 1 && same.stderr.contains("is the capture itself"), "\(same.stderr)")
+        }
+        #expect(try Data(contentsOf: capture) == before, "the capture is untouched")
     }
 }
