@@ -10,12 +10,18 @@ import Synchronization
 public final class ReadingRecorder: Sendable {
     private let task: Task<Void, Never>
     private let failure = StateStore<String?>(nil)
+    /// Devices whose last stored readings it remembers (tests: bounded by
+    /// the devices in the list, not by every device ever seen).
+    private let remembered = Count()
+    var rememberedDevices: Int { remembered.value.load(ordering: .relaxed) }
+    private final class Count: Sendable { let value = Atomic<Int>(0) }
 
     public init(repository: any DeviceRepository, store: ReadingStore,
                 watched: @escaping @Sendable () -> Set<BluetoothAddress>? = { nil },
                 now: @escaping @Sendable () -> Date = { Date() }) {
         let snapshots = repository.snapshots()
         let failure = self.failure
+        let remembered = self.remembered
         task = Task {
             var previous: [DeviceID: [Reading]] = [:]
             var version: UInt64?
@@ -25,10 +31,20 @@ public final class ReadingRecorder: Sendable {
                 // Only the devices that changed, when this recorder saw the snapshot before.
                 let candidates: [DeviceRecord]
                 if let ids = snapshot.changes(since: version) {
-                    candidates = ids.compactMap { snapshot.record($0) }
+                    candidates = ids.compactMap { id in
+                        let record = snapshot.record(id)
+                        if record == nil { previous[id] = nil }   // gone from the list: forgotten
+                        return record
+                    }
                 } else {
                     candidates = Array(snapshot.devices)
+                    // A whole list: whatever is not in it is forgotten (random
+                    // addresses come and go for ever; this table must not grow with them).
+                    // (O(devices), as reading a whole list already is.)
+                    let present = Set(candidates.map(\.id))
+                    previous = previous.filter { present.contains($0.key) }
                 }
+                defer { remembered.value.store(previous.count, ordering: .relaxed) }
                 version = snapshot.version
                 for device in candidates where !device.readings.isEmpty && !device.remembered {
                     if let wanted, !wanted.contains(device.id.address) { continue }

@@ -1,0 +1,41 @@
+import BLEParsing
+import BlueZ
+import Foundation
+import Testing
+@testable import Domain
+
+/// The recorder remembers the readings it last stored per device only for
+/// devices that are in the list: devices with random addresses come and go
+/// for as long as the gateway runs, and that table must not grow with them.
+@Suite(.timeLimit(.minutes(1))) struct ReadingRecorderTests {
+    @Test func devicesThatLeaveTheListAreForgotten() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-recorder-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var policy = RetentionPolicy()
+        policy.minimumInterval = 0
+        let store = try ReadingStore(path: dir.appendingPathComponent("r.sqlite").path, policy: policy)
+        let repository = FakeDeviceRepository()
+        let recorder = ReadingRecorder(repository: repository, store: store)
+        let hci0 = AdapterID(path: "/org/bluez/hci0")
+        func device(_ n: UInt8, _ t: Double) throws -> DeviceRecord {
+            DeviceRecord(id: DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])), name: "Tag \(n)",
+                         readings: [Reading(.temperature, t)])
+        }
+        func settle(_ condition: @escaping () -> Bool) async -> Bool {
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !condition(), ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+            return condition()
+        }
+        // Ten phones' worth of addresses, one after the other, each list holding two.
+        for round in 0..<10 {
+            let devices = try [device(UInt8(2 * round), 20), device(UInt8(2 * round + 1), 21)]
+            repository.emit(DeviceListSnapshot(availability: .available, devices: devices))
+            // This round's readings stored (so this snapshot was seen), and only its two devices remembered.
+            #expect(await settle { (try? store.rememberedDevices().count) == 2 * (round + 1) && recorder.rememberedDevices == 2 },
+                    "round \(round): \(recorder.rememberedDevices), stored \(String(describing: try? store.rememberedDevices().map(\.name))), failure \(String(describing: recorder.lastFailure))")
+        }
+        #expect(try store.rememberedDevices().count == 20, "every device's readings were stored")
+        #expect(recorder.lastFailure == nil)
+    }
+}
