@@ -142,7 +142,7 @@ public final class OutboundQueue: Sendable {
             return try pool.batchWrite { db, commit -> [Int64] in
                 // Acknowledged rows still in the file leave with this transaction
                 // (they are no longer in `count`: the table then holds `count` rows).
-                _ = try self.deleteUnflushed(db, commit)
+                try self.deleteUnflushed(db, commit)
                 let insert = try db.cachedStatement(sql: "INSERT INTO outbox (topic, payload, retain, qos, enqueuedAt) VALUES (?, ?, ?, ?, ?)")
                 var ids: [Int64] = []
                 ids.reserveCapacity(messages.count)
@@ -240,7 +240,7 @@ public final class OutboundQueue: Sendable {
                     return
                 }
                 try db.batchTransaction { db, commit in
-                    _ = try self.deleteUnflushed(db, commit)
+                    try self.deleteUnflushed(db, commit)
                     let delete = try db.cachedStatement(sql: "DELETE FROM outbox WHERE id = ?")
                     var removed = 0
                     for id in ids {
@@ -261,7 +261,7 @@ public final class OutboundQueue: Sendable {
     /// now (the shutdown's last step; otherwise done within ``acknowledgementDelay``).
     public func flushAcknowledged() throws(DomainError) {
         do {
-            try pool.batchWrite { db, commit in _ = try self.deleteUnflushed(db, commit) }
+            try pool.batchWrite { db, commit in try self.deleteUnflushed(db, commit) }
         } catch {
             throw DomainError("cannot remove acknowledged messages from the outbound queue: \(error)")
         }
@@ -269,9 +269,9 @@ public final class OutboundQueue: Sendable {
 
     /// In a write transaction: deletes the deferred acknowledgements' rows;
     /// once it commits they are forgotten (and a failure with them).
-    private func deleteUnflushed(_ db: Database, _ commit: CommitActions) throws -> Int {
+    private func deleteUnflushed(_ db: Database, _ commit: CommitActions) throws {
         let ids = unflushed.withLock { $0.ids }
-        guard !ids.isEmpty else { return 0 }
+        guard !ids.isEmpty else { return }
         let delete = try db.cachedStatement(sql: "DELETE FROM outbox WHERE id = ?")
         for id in ids { try delete.execute(arguments: [id]) }
         commit.onCommit {
@@ -280,7 +280,6 @@ public final class OutboundQueue: Sendable {
                 u.failure = nil
             }
         }
-        return ids.count
     }
 
     /// On the writer: a flush of the deferred acknowledgements after
@@ -298,7 +297,7 @@ public final class OutboundQueue: Sendable {
         do {
             try pool.writeWithoutTransaction { db in
                 unflushed.withLock { $0.scheduled = false }
-                try db.batchTransaction { db, commit in _ = try self.deleteUnflushed(db, commit) }
+                try db.batchTransaction { db, commit in try self.deleteUnflushed(db, commit) }
             }
         } catch {
             // Kept: the next acknowledge deletes them in its own transaction
