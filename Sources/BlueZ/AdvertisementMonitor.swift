@@ -175,10 +175,18 @@ public enum AdvertisementMonitorEvent: Sendable, Equatable {
 /// monitors are registered again.
 ///
 /// Patterns are split into monitors of at most
-/// ``maxPatternsPerMonitor`` (the kernel's limit per monitor).
+/// ``maxPatternsPerMonitor``: bluetoothd 5.66 corrupts its heap, and soon
+/// aborts, on a monitor of 8 or more (see there).
 public final class AdvertisementMonitor: Sendable {
-    /// Patterns the kernel accepts in one monitor (HCI_MAX_ADV_MONITOR_NUM_PATTERNS).
-    public static let maxPatternsPerMonitor = 16
+    /// Patterns we put in one monitor. The kernel takes 16
+    /// (HCI_MAX_ADV_MONITOR_NUM_PATTERNS), but bluetoothd 5.66 computes the
+    /// length of its Add Adv Patterns Monitor command in one byte
+    /// (`uint8_t cp_len = 1 + 34 × n` in src/adv_monitor.c): from 8 patterns
+    /// on the length wraps, the buffer it allocates is too small for the
+    /// patterns it copies into it, the kernel refuses the command (0x0d,
+    /// Invalid Parameters) and bluetoothd aborts with a corrupted heap soon
+    /// after. Seen on the real-BlueZ tier; 7 × 34 + 1 = 239 still fits.
+    public static let maxPatternsPerMonitor = 7
     /// Monitors the kernel accepts per adapter (HCI_MAX_ADV_MONITOR_NUM_HANDLES).
     public static let maxMonitors = 32
 

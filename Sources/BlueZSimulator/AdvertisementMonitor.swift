@@ -18,7 +18,12 @@ import DBus
 //   bluetoothd calls its Release() and ignores it. A valid one is handed to
 //   the kernel, and Activate() is called once the kernel took it. The kernel
 //   refuses more than 16 patterns in one monitor (HCI_MAX_ADV_MONITOR_NUM_PATTERNS),
-//   which again ends in Release().
+//   which again ends in Release(). bluetoothd 5.66 already fails at 8: it
+//   computes the mgmt command's length in a byte (1 + 34 per pattern), which
+//   wraps, so the kernel refuses the short command (Release() again) — and
+//   bluetoothd, having copied the patterns past its too-small buffer, aborts
+//   soon after. The simulator refuses such a monitor (Release) but does not
+//   imitate the crash.
 // - UnregisterMonitor(o root): DoesNotExist for an unknown pair; otherwise
 //   Release() on every monitor. A monitor object the application removes is
 //   dropped without Release(); an application leaving the bus loses its
@@ -76,8 +81,10 @@ struct MonitorRefusal: Error {
 }
 
 extension BlueZSimulator {
-    /// The kernel's limit of patterns in one monitor.
-    static let maxPatternsPerMonitor = 16
+    /// The patterns bluetoothd 5.66 can hand to the kernel in one monitor
+    /// (its one-byte command length wraps from 8 on; the kernel's own limit
+    /// is 16).
+    static let maxPatternsPerMonitor = 7
     /// Legacy advertising data is at most 31 bytes (BT_AD_MAX_DATA_LEN).
     static let maxADLength = 31
 
@@ -203,7 +210,8 @@ extension BlueZSimulator {
             patterns.append(MonitorPattern(start: Int(start), adType: adType, content: content))
         }
         guard patterns.count <= maxPatternsPerMonitor else {
-            throw MonitorRefusal(reason: "\(patterns.count) patterns; the kernel takes at most \(maxPatternsPerMonitor) per monitor")
+            throw MonitorRefusal(reason: "\(patterns.count) patterns; bluetoothd 5.66 hands at most \(maxPatternsPerMonitor) per monitor to the kernel "
+                                    + "(its command length is one byte)")
         }
         return patterns
     }

@@ -189,11 +189,13 @@ let decodableMonitor: [String: DBusValue] = [
                 "unassignedType": ["Type": .string("or_patterns"), "Patterns": patterns([pattern(0, 0x50, [0x01])])],
                 "emptyContent": ["Type": .string("or_patterns"), "Patterns": patterns([pattern(0, 0x16, [])])],
                 "seventeen": ["Type": .string("or_patterns"), "Patterns": patterns(Array(repeating: good, count: 17))],
+                // bluetoothd 5.66's one-byte command length wraps at 8 patterns.
+                "eight": ["Type": .string("or_patterns"), "Patterns": patterns(Array(repeating: good, count: 8))],
                 "rssiOutOfRange": ["Type": .string("or_patterns"), "Patterns": patterns([good]), "RSSIHighThreshold": .int16(50)],
                 "rssiWrongType": ["Type": .string("or_patterns"), "Patterns": patterns([good]), "RSSILowTimeout": .int32(5)],
             ]
             for (name, properties) in bad { try await app.addMonitor(name, properties) }
-            try await app.addMonitor("fine", ["Type": .string("or_patterns"), "Patterns": patterns(Array(repeating: good, count: 16)),
+            try await app.addMonitor("fine", ["Type": .string("or_patterns"), "Patterns": patterns(Array(repeating: good, count: 7)),
                                               "RSSILowThreshold": .int16(-90), "RSSIHighThreshold": .int16(-80),
                                               "RSSILowTimeout": .uint16(5), "RSSIHighTimeout": .uint16(1), "RSSISamplingPeriod": .uint16(0)])
             // bluetoothd answers the registration itself with success...

@@ -123,6 +123,22 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
         }
     }
 
+    @Test func manyPatternsAreSplitIntoMonitorsBlueZ566Accepts() async throws {
+        try await withSimulator("test-passive.json") { _, client in
+            let hci0 = try client.adapter().id
+            let bthome = try id(client, "A4:C1:38:8D:18:B2")
+            // 20 distinct patterns, BTHome's last: bluetoothd 5.66 corrupts its
+            // heap on a monitor of 8 or more (the simulator releases those).
+            let others = (0..<19).map { AdvertisementPattern.manufacturerData(companyID: UInt16(0x1000 + $0)) }
+            let monitor = try await AdvertisementMonitor.register(client: client, adapter: hci0,
+                                                                  patterns: others + [.serviceData(uuid16: 0xFCD2)])
+            #expect(monitor.monitorPaths.count == 3)
+            #expect(monitor.isActive)
+            #expect(await eventually { monitor.foundDevices == [bthome] })
+            await monitor.unregister()
+        }
+    }
+
     @Test func refusedPatternsFailTheRegistration() async throws {
         try await withSimulator("test-passive.json") { _, client in
             let hci0 = try client.adapter().id
