@@ -122,6 +122,10 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
+        // Fuzz harnesses for every other reader of outside bytes (scripts/fuzz-all).
+        .executableTarget(name: "fuzz", dependencies: [
+            "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "CaptureImport", "Gateway", "GatewayConfig",
+        ], path: "Sources/Fuzz"),
         // Test support: writes readings until killed (crash-consistency test).
         .executableTarget(name: "readings-writer", dependencies: ["Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),
 

@@ -11,10 +11,21 @@ import Glibc
 /// allocations (see docs/PERFORMANCE.md). Every table is bounded: once full
 /// it stops learning, whatever a peer sends.
 final class DecodeCache {
-    private let signatures = BytesTable<DBusSignature>(capacity: 512)
-    private let variantTypes = BytesTable<DBusType>(capacity: 512)
-    private let paths = BytesTable<ObjectPath>(capacity: 4096)
-    private let strings = BytesTable<String>(capacity: 4096)
+    private let signatures: BytesTable<DBusSignature>
+    private let variantTypes: BytesTable<DBusType>
+    private let paths: BytesTable<ObjectPath>
+    private let strings: BytesTable<String>
+
+    /// `names`: how many paths and how many strings are remembered (an
+    /// eighth as many signatures and variant types). The fuzz harness uses
+    /// small tables: cheap to make per input, and full (so no longer
+    /// learning) after a few messages.
+    init(names: Int = 4096) {
+        signatures = BytesTable(capacity: max(names / 8, 1))
+        variantTypes = BytesTable(capacity: max(names / 8, 1))
+        paths = BytesTable(capacity: names)
+        strings = BytesTable(capacity: names)
+    }
 
     /// A parsed signature for the raw bytes, parsing only on first sight.
     func signature(_ raw: UnsafeRawBufferPointer) throws(DBusError) -> DBusSignature {

@@ -28,9 +28,9 @@ final class WireReceiver {
     private var fdHead = 0
     private let scratchFDs = UnsafeMutablePointer<Int32>.allocate(capacity: Int(CDBUS_MAX_FDS_PER_READ))
 
-    init() {
-        capacity = 2 * WireReceiver.chunk
-        storage = .allocate(byteCount: capacity, alignment: 8)
+    init(capacity: Int = 2 * WireReceiver.chunk) {
+        self.capacity = max(capacity, 16)
+        storage = .allocate(byteCount: self.capacity, alignment: 8)
     }
 
     deinit {
@@ -67,6 +67,18 @@ final class WireReceiver {
             end += n
             return .received
         }
+    }
+
+    /// Appends bytes, and the descriptors that came with them, as if one
+    /// read had returned them: how the fuzz harness (and tests) drip-feed
+    /// a stream without a socket. Takes ownership of `descriptors`.
+    func receive(_ bytes: UnsafeRawBufferPointer, descriptors: [Int32] = []) {
+        makeRoom(bytes.count)
+        if let base = bytes.baseAddress, bytes.count > 0 {
+            (storage + end).copyMemory(from: base, byteCount: bytes.count)
+            end += bytes.count
+        }
+        fds.append(contentsOf: descriptors)
     }
 
     /// The next complete message in the buffer, or nil when more bytes are

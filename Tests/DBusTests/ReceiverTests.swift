@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-@testable import DBus
+@testable @_spi(Fuzzing) import DBus
 
 /// The receive path of bus connections: our own socket reader and framing,
 /// and the checks the wire decoder makes now that libdbus no longer
@@ -42,6 +42,38 @@ import Testing
             let got = try frames(of: stream, step: step)
             #expect(got == messages, "pieces of \(step) bytes")
         }
+    }
+
+    @Test func bytesFedWithoutASocketAreFramedTheSame() throws {
+        let messages = try (1...3).map { try LibDBusCodec.marshal(signal($0, payload: Array(repeating: UInt8($0), count: 40)), serial: $0) }
+        let stream = messages.flatMap { $0 }
+        let receiver = WireReceiver()
+        var got: [[UInt8]] = []
+        for byte in stream {
+            [byte].withUnsafeBytes { receiver.receive($0) }
+            while let frame = try receiver.nextMessage() {
+                got.append([UInt8](frame))
+                receiver.consume(frame.count)
+            }
+        }
+        #expect(got == messages)
+    }
+
+    /// The fuzz harness's receive path (DBusWireFuzzing) on inputs whose
+    /// outcome is known: it decodes what libdbus decodes the same way, and
+    /// stops at a stream that is not D-Bus. (Its descriptor check is the
+    /// fuzzer's: tests run in parallel and open descriptors meanwhile.)
+    @Test func theFuzzHarnessReadsStreamsAsTheConnectionDoes() throws {
+        let stream = try (1...3).flatMap { try LibDBusCodec.marshal(signal($0, payload: [1, 2, 3]), serial: $0) }
+        // Compared with libdbus, cut at seed 5, bodies on demand: each frame counts its signature and values.
+        let decoded = DBusWireFuzzing.run([0x0C, 5] + stream, checkDescriptors: false)
+        #expect(decoded == 3 * ("suay".utf8.count + 3))
+        #expect(DBusWireFuzzing.run([0x08, 1] + stream, checkDescriptors: false) == decoded)
+        // Not D-Bus after the first message: one message, then the stream ends.
+        let first = try LibDBusCodec.marshal(signal(1, payload: [1, 2, 3]), serial: 1)
+        #expect(DBusWireFuzzing.run([0x08, 1] + first + Array("HTTP/1.1 200 OK\r\n\r\n".utf8), checkDescriptors: false) == "suay".utf8.count + 3)
+        // Three descriptors with a stream that claims none.
+        #expect(DBusWireFuzzing.run([0x03, 9] + stream, checkDescriptors: false) == decoded)
     }
 
     @Test func aMessageLargerThanTheReadBufferArrivesWhole() throws {

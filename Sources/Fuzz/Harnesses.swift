@@ -1,0 +1,128 @@
+// The fuzz harnesses for what reads outside bytes beyond BLEParsing's
+// decoders (those are `parsing-fuzz`'s): one per reader, each a function
+// from bytes to a number that depends on everything it read (so nothing is
+// optimised away). A harness traps only where a property of the reader
+// fails — a crash, or an answer that contradicts another reader of the
+// same bytes; a refusal with a clear error is the right answer to bad input.
+import BLEParsing
+import BlueZ
+import BlueZSimulator
+import CaptureImport
+@_spi(Fuzzing) import DBus
+import Gateway
+import GatewayConfig
+
+enum Harness: String, CaseIterable {
+    /// A D-Bus byte stream cut at random points into the receiver and the
+    /// wire decoder, checked against libdbus (see `DBusWireFuzzing`).
+    case dbus
+    /// A btsnoop file into the capture analyser and the scenario importer;
+    /// what the importer writes must load in the simulator.
+    case btsnoop
+    /// Scenario JSON into the simulator's reader.
+    case scenario
+    /// YAML into the gateway's configuration loader.
+    case config
+    /// An MQTT/HTTP command payload into `GatewayCommand.parse`.
+    case command
+    /// A command-line word into the CLI's address, UUID, hex, object-path,
+    /// signature and bus-address parsers; what they accept must read back
+    /// the same from its printed form.
+    case text
+
+    func run(_ input: [UInt8]) -> Int {
+        switch self {
+        case .dbus: return DBusWireFuzzing.run(input)
+        case .btsnoop: return fuzzBtsnoop(input)
+        case .scenario: return fuzzScenario(input)
+        case .config: return fuzzConfig(input)
+        case .command: return fuzzCommand(input)
+        case .text: return fuzzText(input)
+        }
+    }
+}
+
+private func fuzzBtsnoop(_ input: [UInt8]) -> Int {
+    let timeline: CaptureTimeline
+    do {
+        timeline = try CaptureAnalyzer.analyze(input)
+    } catch {
+        return error.description.utf8.count
+    }
+    let result = ScenarioImporter.convert(timeline, options: .init(name: "fuzz", sourceName: "fuzz.btsnoop"))
+    let text = result.scenario.text
+    // import-btsnoop refuses (exit 70) what would not load; fuzz inputs are
+    // far below the size limit, so anything refused is the importer writing
+    // what the reader does not take.
+    if text.utf8.count <= Scenario.maximumFileBytes {
+        do {
+            _ = try Scenario.parse(text, fileName: "imported.json")
+        } catch {
+            preconditionFailure("import-btsnoop wrote a scenario the simulator refuses: \(error)\n\(text.prefix(2000))")
+        }
+    }
+    return text.utf8.count &+ result.summary.lines.count
+}
+
+private func fuzzScenario(_ input: [UInt8]) -> Int {
+    do {
+        let s = try Scenario.parse(String(decoding: input, as: UTF8.self), fileName: "fuzz.json")
+        return s.devices.count &+ s.adapters.count
+    } catch {
+        return error.description.utf8.count
+    }
+}
+
+private func fuzzConfig(_ input: [UInt8]) -> Int {
+    do {
+        let c = try GatewayConfiguration.parse(String(decoding: input, as: UTF8.self), file: "fuzz.yaml")
+        return c.gatewayID.utf8.count &+ (c.mqtt?.host.utf8.count ?? 0)
+    } catch {
+        return error.description.utf8.count
+    }
+}
+
+private func fuzzCommand(_ input: [UInt8]) -> Int {
+    do {
+        let c = try GatewayCommand.parse(input)
+        if let characteristic = c.characteristic, !characteristic.hasPrefix("/") {
+            // parse accepted it as a UUID: the lookup must be able to read it.
+            precondition((try? BluetoothUUID(parsing: characteristic)) != nil, "accepted characteristic \(characteristic) does not parse")
+        }
+        return c.action.rawValue.utf8.count &+ (c.value?.count ?? 0) &+ (c.id?.utf8.count ?? 0)
+    } catch {
+        return error.description.utf8.count
+    }
+}
+
+private func fuzzText(_ input: [UInt8]) -> Int {
+    let word = String(decoding: input, as: UTF8.self)
+    var total = 0
+    if let a = try? BluetoothAddress(word) {
+        precondition((try? BluetoothAddress(a.description)) == a, "address \(a) does not read back")
+        total &+= a.description.utf8.count
+    }
+    if let a = try? DeviceAddress(parsing: word) {
+        precondition((try? DeviceAddress(parsing: a.description)) == a, "device address \(a) does not read back")
+        total &+= 1
+    }
+    if let u = try? BluetoothUUID(parsing: word) {
+        precondition((try? BluetoothUUID(parsing: u.string)) == u, "UUID \(u) does not read back from \(u.string)")
+        precondition((try? BluetoothUUID(parsing: u.shortString)) == u, "UUID \(u) does not read back from \(u.shortString)")
+        total &+= u.string.utf8.count
+    }
+    if let bytes = try? parseHex(word) {
+        let printed = bytes.map { String($0, radix: 16) }.map { $0.count == 1 ? "0" + $0 : $0 }.joined()
+        precondition((try? parseHex(printed)) == bytes, "hex \(printed) does not read back")
+        total &+= bytes.count
+    }
+    if let p = try? ObjectPath(word) {
+        precondition((try? ObjectPath(p.rawValue)) == p, "object path \(p) does not read back")
+        total &+= 1
+    }
+    if let s = try? DBusSignature(word) {
+        precondition((try? DBusSignature(s.rawValue)) == s, "signature \(s) does not read back")
+        total &+= s.types.count
+    }
+    return total
+}
