@@ -42,9 +42,18 @@ public indirect enum JSONText: Equatable, Sendable {
     /// Pretty text, ending with a newline.
     public var text: String {
         var out = ""
-        write(to: &out, indent: 0)
+        _ = write(to: &out, indent: 0, limit: .max)
         out += "\n"
         return out
+    }
+
+    /// The pretty text, or nil as soon as it passes `limit` UTF-8 bytes (so a
+    /// document too large to use is never written out whole).
+    public func text(limit: Int) -> String? {
+        var out = ""
+        guard write(to: &out, indent: 0, limit: limit) else { return nil }
+        out += "\n"
+        return out.utf8.count <= limit ? out : nil
     }
 
     /// Compact one-line form.
@@ -79,11 +88,19 @@ public indirect enum JSONText: Equatable, Sendable {
         }
     }
 
-    private func write(to out: inout String, indent: Int) {
-        let line = compact
-        if isFlat && line.count + indent <= 120 {
-            out += line
-            return
+    /// Appends the pretty form; false once `out` has passed `limit` UTF-8
+    /// bytes (what is written by then is incomplete).
+    private func write(to out: inout String, indent: Int, limit: Int) -> Bool {
+        // Only a flat value can go on one line, so only a flat one is
+        // rendered compactly to see whether it fits: rendering every node
+        // that way first wrote the whole document again at every level
+        // (a 35 MB capture took 533 MB).
+        if isFlat {
+            let line = compact
+            if line.count + indent <= 120 {
+                out += line
+                return out.utf8.count <= limit
+            }
         }
         let pad = String(repeating: " ", count: indent + 2)
         switch self {
@@ -91,7 +108,7 @@ public indirect enum JSONText: Equatable, Sendable {
             out += "{\n"
             for (n, m) in members.enumerated() {
                 out += pad + JSONText.quote(m.0) + ": "
-                m.1.write(to: &out, indent: indent + 2)
+                guard m.1.write(to: &out, indent: indent + 2, limit: limit) else { return false }
                 out += n + 1 < members.count ? ",\n" : "\n"
             }
             out += String(repeating: " ", count: indent) + "}"
@@ -99,13 +116,14 @@ public indirect enum JSONText: Equatable, Sendable {
             out += "[\n"
             for (n, item) in items.enumerated() {
                 out += pad
-                item.write(to: &out, indent: indent + 2)
+                guard item.write(to: &out, indent: indent + 2, limit: limit) else { return false }
                 out += n + 1 < items.count ? ",\n" : "\n"
             }
             out += String(repeating: " ", count: indent) + "]"
         default:
-            out += line
+            out += compact
         }
+        return out.utf8.count <= limit
     }
 
     /// A JSON string literal (BLEParsing's writer: the same escapes as every JSON we write).

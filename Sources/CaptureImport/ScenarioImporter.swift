@@ -31,9 +31,15 @@ public enum ScenarioImporter {
         /// File name of the capture, for `description`.
         public var sourceName: String
 
-        public init(name: String, sourceName: String) {
+        /// Stop converting once the scenario's text is sure to pass this many
+        /// bytes (``Result/exceedsSizeLimit``): a capture too large to
+        /// simulate is refused without building all of it.
+        public var sizeLimit: Int
+
+        public init(name: String, sourceName: String, sizeLimit: Int = .max) {
             self.name = name
             self.sourceName = sourceName
+            self.sizeLimit = sizeLimit
         }
     }
 
@@ -92,6 +98,20 @@ public enum ScenarioImporter {
     public struct Result: Sendable {
         public var scenario: JSONText
         public var summary: Summary
+        /// The timeline events alone passed ``Options/sizeLimit``: conversion
+        /// stopped there, and `scenario` is incomplete.
+        public var exceedsSizeLimit = false
+    }
+
+    /// The bytes the timeline events will take at least (their compact
+    /// form, which the pretty text also uses for them), against the limit.
+    struct SizeBudget {
+        let limit: Int
+        var spent = 0
+        var exceeded: Bool { spent > limit }
+        mutating func spend(_ event: JSONText) {
+            if limit < .max { spent &+= event.compact.utf8.count }
+        }
     }
 
     /// The scenario's limit on times (seconds).
@@ -109,10 +129,12 @@ public enum ScenarioImporter {
         }
         var devices: [JSONText] = []
         var summaries: [Summary.Device] = []
+        var budget = SizeBudget(limit: options.sizeLimit)
         for device in timeline.devices {
-            let (json, summary) = convert(device, timeline: timeline, notes: &notes)
+            let (json, summary) = convert(device, timeline: timeline, notes: &notes, budget: &budget)
             devices.append(json)
             summaries.append(summary)
+            if budget.exceeded { break }
         }
         root.append(("devices", .array(devices)))
         if timeline.droppedPackets > 0 {
@@ -125,7 +147,7 @@ public enum ScenarioImporter {
         let summary = Summary(datalink: timeline.datalink, records: timeline.recordCount, devices: summaries, notes: notes.lines,
                               unknownPackets: timeline.unknownPackets, malformedPackets: timeline.malformedPackets,
                               malformedCount: timeline.malformedCount)
-        return Result(scenario: .object(root), summary: summary)
+        return Result(scenario: .object(root), summary: summary, exceedsSizeLimit: budget.exceeded)
     }
 
     /// "1 record", "2 records".
@@ -189,7 +211,8 @@ public enum ScenarioImporter {
         }
     }
 
-    static func convert(_ d: CapturedDevice, timeline: CaptureTimeline, notes: inout Notes) -> (JSONText, Summary.Device) {
+    static func convert(_ d: CapturedDevice, timeline: CaptureTimeline, notes: inout Notes,
+                        budget: inout SizeBudget) -> (JSONText, Summary.Device) {
         var members: [(String, JSONText)] = [
             ("address", .string(d.address.description)),
             ("addressType", .string(d.addressType.isRandom ? "random" : "public")),
@@ -214,7 +237,10 @@ public enum ScenarioImporter {
             }
             let changed = state.members(since: previous)
             guard !changed.isEmpty else { continue }
-            events.append(.object([("at", .seconds(microseconds: at))] + changed))
+            let event = JSONText.object([("at", .seconds(microseconds: at))] + changed)
+            budget.spend(event)
+            if budget.exceeded { break }
+            events.append(event)
             lastAt = at
         }
         // Initial properties: the first advertisement (or nothing) merged.

@@ -49,17 +49,17 @@ private func fuzzBtsnoop(_ input: [UInt8]) -> Int {
     } catch {
         return error.description.utf8.count
     }
-    let result = ScenarioImporter.convert(timeline, options: .init(name: "fuzz", sourceName: "fuzz.btsnoop"))
-    let text = result.scenario.text
-    // import-btsnoop refuses (exit 70) what would not load; fuzz inputs are
-    // far below the size limit, so anything refused is the importer writing
-    // what the reader does not take.
-    if text.utf8.count <= Scenario.maximumFileBytes {
-        do {
-            _ = try Scenario.parse(text, fileName: "imported.json")
-        } catch {
-            preconditionFailure("import-btsnoop wrote a scenario the simulator refuses: \(error)\n\(text.prefix(2000))")
-        }
+    // As import-btsnoop does: converted and written up to the simulator's
+    // limit (past it: exit 70). Below it, what is written must load.
+    let result = ScenarioImporter.convert(timeline, options: .init(name: "fuzz", sourceName: "fuzz.btsnoop",
+                                                                   sizeLimit: Scenario.maximumFileBytes))
+    guard !result.exceedsSizeLimit, let text = result.scenario.text(limit: Scenario.maximumFileBytes) else {
+        return result.summary.lines.count
+    }
+    do {
+        _ = try Scenario.parse(text, fileName: "imported.json")
+    } catch {
+        preconditionFailure("import-btsnoop wrote a scenario the simulator refuses: \(error)\n\(text.prefix(2000))")
     }
     return text.utf8.count &+ result.summary.lines.count
 }

@@ -114,14 +114,17 @@ public struct GatewayService: Service {
         if busLost { throw GatewayBusLost() }
     }
 
-    /// Runs the gateway until SIGTERM or SIGINT; the process exits at the
-    /// latest 9.5 s after the signal (see ``ShutdownDeadline``).
+    /// Runs the gateway until SIGTERM, SIGINT or SIGHUP; the process exits
+    /// at the latest 9.5 s after the signal (see ``ShutdownDeadline``).
+    /// SIGHUP too: a gateway started from a terminal that goes away (an SSH
+    /// session dropped) stops as cleanly as under systemd, devices marked
+    /// offline and the outbox flushed, instead of dying mid-write.
     public static func runUntilSignalled(_ runtime: GatewayRuntime, logger: Logger) async throws {
         let service = GatewayService(runtime: runtime, notifier: SystemdNotifier(logger: logger),
                                      exitDeadline: GatewayRuntime.shutdownLimit + .milliseconds(1500))
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: service)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
+            gracefulShutdownSignals: [.sigterm, .sigint, .sighup],
             logger: logger))
         try await group.run()
     }

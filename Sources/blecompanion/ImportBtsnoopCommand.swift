@@ -83,12 +83,13 @@ struct ImportBtsnoopCommand: ParsableCommand {
             throw ExitCode(1)
         }
         let scenarioName = name ?? (sourceName as NSString).deletingPathExtension
-        let result = ScenarioImporter.convert(timeline, options: .init(name: scenarioName, sourceName: sourceName))
-        let text = result.scenario.text
+        // Converted and written only up to the simulator's limit: a larger
+        // scenario is refused without being built or held whole.
+        let result = ScenarioImporter.convert(timeline, options: .init(name: scenarioName, sourceName: sourceName,
+                                                                       sizeLimit: Scenario.maximumFileBytes))
         let outName = URL(fileURLWithPath: out).lastPathComponent
-        let size = text.utf8.count
-        guard size <= Scenario.maximumFileBytes else {
-            printError("import-btsnoop: the scenario would be \(size / (1 << 20)) MiB, more than the simulator loads (16 MiB); nothing written. Import a shorter capture (e.g. cut it with editcap -r, or record less with btmon).")
+        guard !result.exceedsSizeLimit, let text = result.scenario.text(limit: Scenario.maximumFileBytes) else {
+            printError("import-btsnoop: the scenario would be larger than the \(Scenario.maximumFileBytes >> 20) MiB the simulator loads; nothing written. Import a shorter capture (e.g. cut it with editcap -r, or record less with btmon).")
             throw ExitCode(70)
         }
         do {

@@ -92,4 +92,34 @@ import Testing
         }
         #expect(try Data(contentsOf: capture) == before, "the capture is untouched")
     }
+    /// A capture whose scenario would exceed the simulator's 16 MiB: exit 70,
+    /// nothing written. (250 000 advertising reports of 2 000 RuuviTag-like
+    /// devices whose data changes each time: ~35 MiB of scenario.)
+    @Test func aScenarioTooLargeToLoadIsRefusedWith70() async throws {
+        let capture = Self.temporary("big.btsnoop"), out = Self.temporary("big.json")
+        defer {
+            try? FileManager.default.removeItem(at: capture)
+            try? FileManager.default.removeItem(at: out)
+        }
+        func be32(_ v: UInt32) -> [UInt8] { (0..<4).map { UInt8(truncatingIfNeeded: v >> (24 - 8 * $0)) } }
+        var bytes = Array("btsnoop\0".utf8) + be32(1) + be32(1002)   // HCI UART (H4)
+        bytes.reserveCapacity(18_000_000)
+        let start: UInt64 = 0x00dc_ddb3_0f2f_8000 + 1_700_000_000 * 1_000_000
+        for i in 0..<250_000 {
+            let device = UInt8(truncatingIfNeeded: i % 2000), high = UInt8(truncatingIfNeeded: (i % 2000) >> 8)
+            let reading = UInt16(4000 + (i / 2000) % 1000)
+            let manufacturer: [UInt8] = [0x05, UInt8(reading >> 8), UInt8(reading & 0xFF)] + [UInt8](repeating: 0, count: 21)
+            let ad: [UInt8] = [2, 0x01, 0x06, UInt8(3 + manufacturer.count), 0xFF, 0x99, 0x04] + manufacturer
+            let report: [UInt8] = [0x02, 1, 0x00, 0x01, device, high, 0x33, 0x44, 0x55, 0xC0, UInt8(ad.count)] + ad + [0xC4]
+            let packet: [UInt8] = [0x04, 0x3E, UInt8(report.count)] + report
+            let time = start + UInt64(i) * 2000
+            bytes += be32(UInt32(packet.count)) + be32(UInt32(packet.count)) + be32(3) + be32(0)
+                + be32(UInt32(truncatingIfNeeded: time >> 32)) + be32(UInt32(truncatingIfNeeded: time)) + packet
+        }
+        try Data(bytes).write(to: capture)
+        let run = try await DoctorCLI.run(["import-btsnoop", capture.path, "--out", out.path, "--quiet"])
+        #expect(run.status == 70, "\(run.stderr)")
+        #expect(run.stderr.contains("would be larger than the 16 MiB the simulator loads; nothing written"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: out.path))
+    }
 }

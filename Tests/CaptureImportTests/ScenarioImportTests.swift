@@ -225,6 +225,19 @@ struct ScenarioMappingTests {
         return (try simulatorScenario(result), result)
     }
 
+    @Test func conversionStopsOnceTheEventsAloneExceedTheSizeLimit() throws {
+        var d = CapturedDevice(address: Self.address, addressType: .random)
+        d.advertisements = (0..<200).map { Self.advertisement([0x04, 0xFF, 0x99, 0x04, UInt8($0)], ms: Int64($0) * 100) }
+        let whole = ScenarioImporter.convert(Self.timeline(d), options: .init(name: "t", sourceName: "t.btsnoop"))
+        #expect(!whole.exceedsSizeLimit)
+        let size = whole.scenario.text.utf8.count
+        let roomy = ScenarioImporter.convert(Self.timeline(d), options: .init(name: "t", sourceName: "t.btsnoop", sizeLimit: size))
+        #expect(!roomy.exceedsSizeLimit && roomy.scenario == whole.scenario)
+        // The 199 change events alone take more than 2 000 bytes: stopped, and said so.
+        let tight = ScenarioImporter.convert(Self.timeline(d), options: .init(name: "t", sourceName: "t.btsnoop", sizeLimit: 2000))
+        #expect(tight.exceedsSizeLimit)
+    }
+
     @Test func nonConnectableAdvertiserAndMergedData() throws {
         var d = CapturedDevice(address: Self.address, addressType: .random)
         // ADV_NONCONN_IND with manufacturer data 0x0499 and TX power; then other company data and a shortened name.
@@ -325,6 +338,15 @@ struct JSONTextTests {
         let long = JSONText.array((0..<40).map { .int($0) })
         #expect(long.text.split(separator: "\n").count == 42)
         #expect(JSONText.array([.int(1), .int(2)]).text == "[1, 2]\n")
+    }
+
+    @Test func textWithALimitIsTheSameTextOrNothing() {
+        let events = JSONText.array((0..<500).map { .object([("at", .seconds(microseconds: Int64($0) * 1000)), ("rssi", .int(-60 - $0 % 20))]) })
+        let document = JSONText.object([("name", .string("big")), ("devices", .array([.object([("timeline", events)])]))])
+        let whole = document.text
+        #expect(document.text(limit: whole.utf8.count) == whole)
+        #expect(document.text(limit: whole.utf8.count - 1) == nil)
+        #expect(document.text(limit: 100) == nil)
     }
 }
 
