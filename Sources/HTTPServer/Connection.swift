@@ -20,10 +20,14 @@ final class Connection {
     /// and for waiting idle.
     private let pressed: Bool
     private var headerTimeout: Duration {
-        pressed ? min(configuration.headerTimeout, configuration.pressureTimeout) : configuration.headerTimeout
+        if reserved { return min(configuration.headerTimeout, configuration.reservedHeadTimeout) }
+        return pressed ? min(configuration.headerTimeout, configuration.pressureTimeout) : configuration.headerTimeout
     }
     private var idleTimeout: Duration {
-        pressed ? min(configuration.idleTimeout, configuration.pressureTimeout) : configuration.idleTimeout
+        // A reserved connection serves one request: waiting for its first
+        // byte is waiting for its head.
+        if reserved { return min(configuration.idleTimeout, configuration.reservedHeadTimeout) }
+        return pressed ? min(configuration.idleTimeout, configuration.pressureTimeout) : configuration.idleTimeout
     }
 
     init(fd: Int32, id: Int, core: ServerCore, remoteHost: String, remotePort: Int, reserved: Bool = false, pressed: Bool = false) {

@@ -71,6 +71,12 @@ public final class HTTPServer: Sendable {
         /// and so does every reserved connection.
         public var pressureThreshold = 48
         public var pressureTimeout: Duration = .seconds(1)
+        /// What a reserved connection has for its whole head. A health
+        /// checker sends its request as it connects; a client that sends
+        /// nothing gives the slot back after this, not `pressureTimeout`
+        /// (1 000 silent connections at once kept `/healthz` answering 503
+        /// for a second).
+        public var reservedHeadTimeout: Duration = .milliseconds(100)
         /// Streamed responses (server-sent events) at once; one more is
         /// answered 503: subscribers cannot take every connection.
         public var maxStreams = 16

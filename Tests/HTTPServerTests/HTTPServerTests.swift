@@ -328,6 +328,41 @@ import Testing
         #expect(calm, "a connection admitted before the pressure keeps its own header timeout")
     }
 
+    /// Silent clients that land in the reserved slots (every ordinary one
+    /// taken) give them back after `reservedHeadTimeout`, not the pressure
+    /// timeout: a health check a moment later is answered.
+    @Test func silentClientsInReservedSlotsLeaveThemQuickly() async throws {
+        var configuration = HTTPServer.Configuration()
+        configuration.maxConnections = 2
+        configuration.reservedConnections = 2
+        configuration.reservedPaths = ["/healthz"]
+        configuration.pressureThreshold = 1
+        configuration.pressureTimeout = .seconds(30)
+        configuration.reservedHeadTimeout = .milliseconds(100)
+        let (full, cut, health) = try await withServer(configuration: configuration, handler: { r in .text("path \(r.path)") }) { server in
+            try await onThread {
+                // Two ordinary and two reserved slots, all silent.
+                let silent = try (0..<4).map { _ in try RawClient(port: server.boundPort) }
+                Thread.sleep(forTimeInterval: 0.02)
+                let refused = try RawClient(port: server.boundPort)
+                try refused.send(request("GET", "/healthz"))
+                let full = try refused.readResponse()
+                defer { for c in silent { c.close() } }
+                // The two in reserved slots are closed after ~0.1 s (they
+                // sent nothing, so no 408); the ordinary two keep their 30 s.
+                let start = Date()
+                let cut = try silent[2].seesEndOfInput() && silent[3].seesEndOfInput() ? Date().timeIntervalSince(start) : -1
+                let probe = try RawClient(port: server.boundPort)
+                try probe.send(request("GET", "/healthz"))
+                let health = try probe.readResponse()
+                return (full, cut, health)
+            }
+        }
+        #expect(full.status == 503, "every slot taken: \(full.status)")
+        #expect(cut >= 0 && cut < 5, "silent clients in reserved slots closed after \(cut) s")
+        #expect(health.status == 200 && health.text == "path /healthz", "\(health.status) \(health.text)")
+    }
+
     /// Event-stream subscribers are limited on their own: one more is
     /// answered 503 and ordinary requests still get through.
     @Test func streamsBeyondTheirLimitGet503() async throws {
