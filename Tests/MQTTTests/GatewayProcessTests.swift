@@ -88,6 +88,57 @@ final class NotifySocket: Sendable {
         #expect(valid.stdout.contains("valid"))
     }
 
+    /// A state directory the gateway cannot use: exit 74 (EX_IOERR) at
+    /// start, naming the directory and why. A regular file where the
+    /// directory should be on every machine; as root, also a directory on a
+    /// read-only tmpfs after a first run made its databases.
+    @Test func anUnusableStateDirectoryIsRefusedAtStart() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let simulator = BlueZSimulator(scenario: try demoScenario())
+        try await simulator.start(busAddress: bus.address)
+        func configure(_ state: URL) throws -> URL {
+            let config = dir.appendingPathComponent("gateway-\(UUID().uuidString).yaml")
+            try """
+                gateway: { id: ro, state_dir: "\(state.path)" }
+                bluez: { bus: "\(bus.address)" }
+                mqtt: { host: 127.0.0.1, port: 1 }
+                """.write(to: config, atomically: true, encoding: .utf8)
+            return config
+        }
+        let file = dir.appendingPathComponent("not-a-directory")
+        try "x".write(to: file, atomically: true, encoding: .utf8)
+        let onFile = try await run(["gateway", "--config", try configure(file).path], in: dir)
+        #expect(onFile.status == 74, "\(onFile.stderr)")
+        #expect(onFile.stderr.contains("cannot create the state directory \(file.path)"), "\(onFile.stderr)")
+
+        guard getuid() == 0 else { return }   // mounting needs root; CI runs as root
+        let mountPoint = dir.appendingPathComponent("mnt")
+        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
+        guard Glibc.mount("tmpfs", mountPoint.path, "tmpfs", 0, "size=4m") == 0 else {
+            Issue.record("cannot mount a tmpfs as root: \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { _ = Glibc.umount2(mountPoint.path, 0) }
+        let state = mountPoint.appendingPathComponent("state")
+        let config = try configure(state)
+        // A first run makes the databases (it cannot reach the broker; SIGTERM ends it).
+        let pid = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path],
+                            stderr: dir.appendingPathComponent("first.log").path)
+        for _ in 0..<100 where !FileManager.default.fileExists(atPath: state.appendingPathComponent("readings.sqlite").path) {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        kill(pid, SIGTERM)
+        _ = try await offPool { waitForExit(pid) }
+        #expect(FileManager.default.fileExists(atPath: state.appendingPathComponent("readings.sqlite").path))
+        #expect(Glibc.mount("tmpfs", mountPoint.path, "tmpfs", UInt(MS_REMOUNT | MS_RDONLY), nil) == 0, "\(String(cString: strerror(errno)))")
+        let readOnly = try await run(["gateway", "--config", config.path], in: dir)
+        #expect(readOnly.status == 74, "\(readOnly.stderr)")
+        #expect(readOnly.stderr.contains("state directory \(state.path)"), "\(readOnly.stderr)")
+    }
+
     @Test func sigtermIsGracefulFlushesTheQueueAndExitsZero() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
