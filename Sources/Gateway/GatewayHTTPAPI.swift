@@ -10,7 +10,7 @@ import Presenters
 ///
 /// | Method and path | What |
 /// |---|---|
-/// | `GET /healthz` | `{"status":"ok"|"degraded",…}`; 503 while bluetoothd is unavailable or a store cannot be written (`storage` says which). Never needs the token. |
+/// | `GET /healthz` | `{"status":"ok"|"degraded",…}`; 503 while bluetoothd is unavailable or does not answer its pings (`"bluetoothd": "not answering"`), or a store cannot be written (`storage` says which). Never needs the token. |
 /// | `GET /metrics` | Prometheus text format (see ``GatewayMetrics``) |
 /// | `GET /api/devices` | every device in the list, with `published` and `online` |
 /// | `GET /api/devices/{address}` | one device: the list's data plus bluetoothd's details and GATT tree |
@@ -60,10 +60,10 @@ struct GatewayHTTPAPI: Sendable {
         runtime.refreshMetrics()
         let m = runtime.metrics.current
         let storage = m.storageFailures.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; ")
-        let ok = m.bluetoothdAvailable && storage.isEmpty
+        let ok = m.bluetoothdAvailable && m.bluetoothdAnswering && storage.isEmpty
         let body = SortedJSON.bytes([
             ("status", .string(ok ? "ok" : "degraded")),
-            ("bluetoothd", .string(m.bluetoothdAvailable ? "available" : "unavailable")),
+            ("bluetoothd", .string(!m.bluetoothdAvailable ? "unavailable" : m.bluetoothdAnswering ? "available" : "not answering")),
             ("storage", .string(storage.isEmpty ? "ok" : storage)),
             ("mqtt", runtime.options.mqtt == nil ? .string("off") : .string(m.mqttConnected ? "connected" : "disconnected")),
             ("queue_depth", .int(m.queueDepth)),

@@ -23,6 +23,8 @@ public final class GatewayMetrics: Sendable {
         public var mqttConnected = false
         public var dbusErrors: UInt64 = 0
         public var bluetoothdAvailable = false
+        /// bluetoothd answered its last ping (true until one goes unanswered).
+        public var bluetoothdAnswering = true
         public var devicesOnline: Int = 0
         public var commands: [String: UInt64] = [:]   // "action/result"
         /// Messages the outbound queue could not store (SQLite refused the
@@ -118,6 +120,9 @@ public final class GatewayMetrics: Sendable {
         metric("blecompanion_dbus_errors_total", "counter", "D-Bus calls to bluetoothd that failed.", [("", "\(v.dbusErrors)")])
         metric("blecompanion_bluetoothd_available", "gauge", "1 while bluetoothd and the adapter are usable.",
                [("", v.bluetoothdAvailable ? "1" : "0")])
+        metric("blecompanion_bluetoothd_answering", "gauge",
+               "0 while bluetoothd holds its bus name but did not answer the last ping (bluez.ping_interval): stopped, hung or swamped.",
+               [("", v.bluetoothdAnswering ? "1" : "0")])
         metric("blecompanion_devices_online", "gauge", "Published devices currently online.", [("", "\(v.devicesOnline)")])
         metric("blecompanion_commands_total", "counter", "Device commands (MQTT and HTTP) by action and result.",
                v.commands.keys.sorted().map { key in

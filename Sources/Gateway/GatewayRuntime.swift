@@ -47,6 +47,8 @@ public struct GatewayOptions: Sendable {
     public var batch: Duration
     /// How the reading store keeps history (and how often it writes).
     public var retention = RetentionPolicy()
+    /// How often to check that bluetoothd still answers (`bluez.ping_interval`); nil: never.
+    public var bluetoothdPingInterval: Duration? = .seconds(15)
 
     public struct HTTPOptions: Sendable, Equatable {
         public var host: String
@@ -235,6 +237,7 @@ public final class GatewayRuntime: Sendable {
         tasks.append(Task { [weak self] in await self?.scanKeeper() })
         tasks.append(Task { [weak self] in await self?.metricsLoop() })
         tasks.append(Task { [weak self] in await self?.agentKeeper() })
+        tasks.append(Task { [weak self] in await self?.bluetoothdLiveness() })
         tasks.append(Task { [weak self] in
             guard let failures = self?.recorder.failures() else { return }
             for await failure in failures { self?.storage("readings", failed: failure) }
@@ -508,6 +511,47 @@ public final class GatewayRuntime: Sendable {
                 return
             } catch {
                 logger.warning("cannot register the pairing agent yet: \(error.description)")
+            }
+        }
+    }
+
+    /// Asks bluetoothd every ``GatewayOptions/bluetoothdPingInterval``
+    /// whether it still answers (org.freedesktop.DBus.Peer.Ping, which
+    /// libdbus answers from bluetoothd's main loop). A bluetoothd that is
+    /// stopped (SIGSTOP), deadlocked or swamped keeps its bus name, so the
+    /// mirror sees nothing wrong while every device goes quiet; this makes
+    /// it a health signal, a metric and one log line per change.
+    private func bluetoothdLiveness() async {
+        guard let interval = options.bluetoothdPingInterval, interval > .zero else { return }
+        let timeout = min(interval, .seconds(5))
+        var answering = true
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval) } catch { return }
+            guard metrics.current.bluetoothdAvailable else {
+                // Gone from the bus: that is its own signal; a new one starts answering.
+                if !answering {
+                    answering = true
+                    metrics.update { $0.bluetoothdAnswering = true }
+                }
+                continue
+            }
+            var answered = true
+            do {
+                _ = try await client.connection.call(destination: BlueZInterface.service, path: "/",
+                                                     interface: "org.freedesktop.DBus.Peer", member: "Ping", timeout: timeout)
+            } catch DBusError.remote {
+                // An error reply is an answer too.
+            } catch {
+                if Task.isCancelled { return }
+                answered = false
+            }
+            guard answered != answering else { continue }
+            answering = answered
+            metrics.update { $0.bluetoothdAnswering = answered }
+            if answered {
+                logger.info("bluetoothd answers again")
+            } else {
+                logger.warning("bluetoothd holds its bus name but did not answer a ping within \(timeout) (stopped, hung or swamped); /healthz says degraded until it does")
             }
         }
     }

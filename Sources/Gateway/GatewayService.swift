@@ -66,6 +66,7 @@ extension GatewayOptions {
                   queueCapacity: c.mqtt?.queueCapacity ?? 100_000,
                   http: c.http.map { HTTPOptions(host: $0.host, port: $0.port, token: $0.token) },
                   batch: Bounds.duration(seconds: c.publish.batch))
+        bluetoothdPingInterval = c.pingInterval > 0 ? Bounds.duration(seconds: c.pingInterval) : nil
     }
 }
 

@@ -10,7 +10,7 @@ struct ConfigLoader {
 
     static let sections = ["gateway", "bluez", "devices", "publish", "mqtt", "http"]
     static let gatewayKeys = ["id", "state_dir"]
-    static let bluezKeys = ["bus", "adapter", "scan"]
+    static let bluezKeys = ["bus", "adapter", "scan", "ping_interval"]
     static let scanKeys = ["mode", "filter"]
     static let filterKeys = ["transport", "rssi", "uuids", "duplicate_data", "pattern"]
     static let devicesKeys = ["allow", "deny", "bindkeys", "watch", "expire_after"]
@@ -89,6 +89,9 @@ struct ConfigLoader {
             } else {
                 reader.report(entry, "expected an adapter name like \"hci0\", got \(ConfigReader.quote(name))")
             }
+        }
+        if let entry = section.value("ping_interval"), let seconds = reader.seconds(entry) {
+            configuration.pingInterval = seconds
         }
         guard let scan = reader.section(section, "scan", keys: Self.scanKeys) else { return }
         if let entry = scan.value("mode"), let mode = reader.choice(entry, ["active", "passive"]) {

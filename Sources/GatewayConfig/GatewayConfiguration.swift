@@ -187,6 +187,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// `"hci0"`…; `nil`: the first powered adapter.
     public var adapter: String?
     public var scanMode: ScanMode
+    /// Seconds between checks that bluetoothd still answers (`bluez.ping_interval`); 0: none.
+    public var pingInterval: TimeInterval
     public var filter: DiscoveryFilter
     public var selection: Selection
     /// Address → 16-byte AES key for encrypted advertisements.
@@ -210,6 +212,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
         bus = .system
         adapter = nil
         scanMode = .active
+        pingInterval = 15
         filter = DiscoveryFilter()
         selection = .decodable
         bindkeys = [:]

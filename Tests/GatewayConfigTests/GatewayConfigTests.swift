@@ -116,6 +116,7 @@ func emptyFilesGiveAllDefaults(_ text: String) throws {
     #expect(configuration.bindkeys.isEmpty)
     #expect(configuration.watched.isEmpty)
     #expect(configuration.expireAfter == 300)
+    #expect(configuration.pingInterval == 15)
     #expect(configuration.publish == .init(minInterval: 0, heartbeat: 300))
     #expect(configuration.mqtt == nil)
     #expect(configuration.http == nil)
@@ -590,4 +591,12 @@ func intervalKeysRefuseNumbersOutsideTheirBounds(template: String, value: String
 
 @Test func tenYearsIsTheLargestIntervalAccepted() {
     #expect(problems("gateway:\n  id: x\npublish:\n  heartbeat: 315576000\n").isEmpty)
+}
+
+@Test func bluetoothdPingInterval() throws {
+    #expect(try GatewayConfiguration.parse("bluez: { ping_interval: 2.5 }\n").pingInterval == 2.5)
+    #expect(try GatewayConfiguration.parse("bluez: { ping_interval: 0 }\n").pingInterval == 0)
+    let refused = problems("bluez:\n  ping_interval: -1\n")
+    #expect(refused.count == 1 && refused.first?.key == "bluez.ping_interval" && refused.first?.line == 2, "\(refused)")
+    #expect(problems("bluez:\n  ping_interval: often\n").first?.key == "bluez.ping_interval")
 }
