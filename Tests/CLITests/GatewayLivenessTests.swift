@@ -84,4 +84,37 @@ import TestSupport
         #expect(text.contains("did not answer a ping within"), "\(text)")
         #expect(text.contains("bluetoothd answers again"), "\(text)")
     }
+
+    /// SIGTERM, SIGINT or SIGHUP at any moment of start-up (before the
+    /// signal handlers exist, while connecting, while opening the stores,
+    /// once running): the process is gone within 10 s, by a clean exit 0 or,
+    /// before its handlers are installed, by the signal's default action.
+    @Test func aSignalAtAnyStageOfStartUpEndsTheProcess() async throws {
+        let simulator = try SimulatorProcess()
+        defer { simulator.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-startstop-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let config = dir.appendingPathComponent("gateway.yaml")
+        try """
+            gateway: { id: startstop, state_dir: "\(dir.appendingPathComponent("state").path)" }
+            bluez: { bus: "\(simulator.address)" }
+            http: { listen: "127.0.0.1:\(try freeLoopbackPort())" }
+            """.write(to: config, atomically: true, encoding: .utf8)
+        let cases: [(Int32, Double)] = [(SIGTERM, 0), (SIGTERM, 0.02), (SIGTERM, 0.05), (SIGTERM, 0.1), (SIGTERM, 0.2),
+                                        (SIGTERM, 0.4), (SIGTERM, 0.8), (SIGTERM, 1.6), (SIGINT, 0.3), (SIGHUP, 0.3), (SIGHUP, 1.6)]
+        for (signal, delay) in cases {
+            let pid = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path],
+                                stderr: dir.appendingPathComponent("gateway-\(signal)-\(delay).log").path)
+            try await Task.sleep(for: .seconds(delay))
+            let sent = Date()
+            kill(pid, signal)
+            let status = try await offPool { waitForExit(pid) }
+            let took = Date().timeIntervalSince(sent)
+            let clean = status == 0
+            let byTheSignal = status & 0x7f == signal
+            #expect(clean || byTheSignal, "signal \(signal) after \(delay) s: wait status \(status)")
+            #expect(took < 10, "signal \(signal) after \(delay) s: exited after \(took) s")
+        }
+    }
 }
