@@ -161,9 +161,11 @@ enum POSIXFile {
                 if code != 0 { return .failure(SystemCallError(call: "readdir(\(path))", code: code)) }
                 break
             }
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw -> String in
-                let bytes = raw.prefix { $0 != 0 }
-                return String(decoding: bytes, as: UTF8.self)
+            let name = withUnsafeMutablePointer(to: &entry.pointee.d_name) { field in
+                // In place, up to its NUL: the record can end before the
+                // field's 256 bytes do (copying the whole field read past
+                // the end of readdir's buffer; AddressSanitizer caught it).
+                field.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: field.pointee)) { String(cString: $0) }
             }
             if name != "." && name != ".." { names.append(name) }
         }

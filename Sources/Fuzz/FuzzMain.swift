@@ -63,7 +63,9 @@ enum FuzzReplay {
         for path in args.dropFirst() {
             for file in files(at: path) {
                 guard let bytes = readFile(file) else {
-                    writeLine("fuzz: cannot read \(file)", fd: 2)
+                    // A running fuzzer replaces corpus files as it shrinks them.
+                    if errno == ENOENT { continue }
+                    writeLine("fuzz: cannot read \(file): \(String(cString: strerror(errno)))", fd: 2)
                     exit(66)
                 }
                 checksum &+= harness.run(bytes)
@@ -79,8 +81,11 @@ enum FuzzReplay {
         defer { closedir(dir) }
         var out: [String] = []
         while let entry = readdir(dir) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            let name = withUnsafeMutablePointer(to: &entry.pointee.d_name) { field in
+                // In place, up to its NUL: the record can end before the
+                // field's 256 bytes do (copying the whole field read past
+                // the end of readdir's buffer; AddressSanitizer caught it).
+                field.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: field.pointee)) { String(cString: $0) }
             }
             if name == "." || name == ".." { continue }
             out.append(path + "/" + name)
