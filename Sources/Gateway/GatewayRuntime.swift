@@ -213,6 +213,13 @@ public final class GatewayRuntime: Sendable {
         } catch {
             throw .storage("cannot create the state directory \(directory.path): \(error.localizedDescription)")
         }
+        // A directory the gateway cannot write (a read-only mount: root is
+        // refused too) is refused here, whatever is in it. SQLite would
+        // otherwise open databases left with their -shm files read-only and
+        // the gateway would run on, storing and publishing nothing.
+        if access(directory.path, W_OK) != 0 {
+            throw .storage("the state directory \(directory.path) is not writable: \(String(cString: strerror(errno)))")
+        }
         let store: ReadingStore
         let queue: OutboundQueue
         do {
