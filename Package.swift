@@ -57,14 +57,17 @@ let package = Package(
         // Numbers from outside (options, configuration, HTTP queries) checked before they become
         // intervals, durations or dates: one place, documented bounds, no trap. Foundation-free.
         .target(name: "Bounds"),
-        .target(name: "DBus", dependencies: ["CDBus", "CPosix"]),
+        // The lock every target uses (a value behind a pthread mutex, which ThreadSanitizer sees;
+        // Synchronization's Mutex it does not, on Linux). No dependencies.
+        .target(name: "Locking"),
+        .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking"]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
         // MQTT client for the headless gateway (issue 7): libmosquitto, imported internally.
-        .target(name: "MQTT", dependencies: ["CMosquitto"]),
+        .target(name: "MQTT", dependencies: ["CMosquitto", "Locking"]),
         // A small HTTP/1.1 server on POSIX sockets (local API of the gateway): no NIO, builds in seconds.
-        .target(name: "HTTPServer", dependencies: ["CPosix"]),
+        .target(name: "HTTPServer", dependencies: ["CPosix", "Locking"]),
         // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.
-        .target(name: "ServiceSupport", dependencies: [.product(name: "Logging", package: "swift-log")]),
+        .target(name: "ServiceSupport", dependencies: ["Locking", .product(name: "Logging", package: "swift-log")]),
         // The gateway's configuration file (YAML): model, parsing, validation with key + line.
         .target(name: "GatewayConfig", dependencies: ["Bounds", .product(name: "Yams", package: "Yams")]),
         .target(
@@ -80,29 +83,29 @@ let package = Package(
         // MARK: Layer 1: BlueZ client, and the simulator that stands in for bluetoothd
         // The simulator deliberately does not import the client: tests of one
         // against the other must not share a mistake.
-        .target(name: "BlueZ", dependencies: ["DBus"]),
+        .target(name: "BlueZ", dependencies: ["DBus", "Locking"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus"]),
         // Capture and replay (issue 8): records bluetoothd's tree and signals into a scenario
         // (the simulator's file format) and redacts it. Above both the client and the simulator,
         // which still do not import each other.
-        .target(name: "Capture", dependencies: ["BlueZ", "BlueZSimulator", "BLEParsing", "DBus"]),
+        .target(name: "Capture", dependencies: ["BlueZ", "BlueZSimulator", "BLEParsing", "DBus", "Locking"]),
 
         // MARK: Layer 2: domain (repositories own the data) and presenters (State + Action + send)
         // Presenters may import the domain and parsing modules only — never a
         // terminal or gateway module: both front ends run on the same presenters.
         .target(name: "Domain", dependencies: [
-            "BlueZ", "BLEParsing", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
+            "BlueZ", "BLEParsing", "Locking", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .target(name: "Presenters", dependencies: ["Domain", "BlueZ", "BLEParsing", "Bounds", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Presenters", dependencies: ["Domain", "BlueZ", "BLEParsing", "Bounds", "Locking", .product(name: "Logging", package: "swift-log")]),
 
         // MARK: Layer 3: front ends (Screen owns a presenter; Content is pure State -> output)
         // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
-        .target(name: "TerminalUI"),
+        .target(name: "TerminalUI", dependencies: ["Locking"]),
         .target(name: "Dashboard", dependencies: ["TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
         // Headless gateway: the same repositories and presenters as the dashboard, with MQTT and
         // HTTP as its front ends. No terminal module.
         .target(name: "Gateway", dependencies: [
-            "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig", "Bounds",
+            "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig", "Bounds", "Locking",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -112,13 +115,13 @@ let package = Package(
             name: "blecompanion",
             dependencies: [
                 "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
-                "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport", "Bounds",
+                "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport", "Bounds", "Locking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "bench", dependencies: [
-            "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI", "Gateway", "MQTT",
+            "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI", "Gateway", "MQTT", "Locking",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
@@ -136,28 +139,28 @@ let package = Package(
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
         // replayReadings (issue 8) runs a fixture through the simulator, client, repository and presenter.
-        .target(name: "TestSupport", dependencies: ["BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CPosix"],
+        .target(name: "TestSupport", dependencies: ["BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CPosix", "Locking"],
                 path: "Tests/TestSupport"),
         .testTarget(name: "MQTTTests", dependencies: [
-            "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion",
+            "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
-        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer"]),
-        .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "TestSupport"]),
-        .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus"]),
+        .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),
+        .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", "Locking", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "TestSupport", "Locking"]),
+        .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus", "Locking"]),
         .testTarget(name: "PresenterTests", dependencies: [
-            "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer", "TestSupport",
+            "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer", "TestSupport", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus", "TestSupport"]),
         .testTarget(name: "CaptureTests", dependencies: [
-            "Capture", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport",
+            "Capture", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport", "Locking",
         ]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
-        .testTarget(name: "DashboardTests", dependencies: ["Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus"], exclude: ["Snapshots"]),
+        .testTarget(name: "DashboardTests", dependencies: ["Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus", "Locking"], exclude: ["Snapshots"]),
     ]
 )

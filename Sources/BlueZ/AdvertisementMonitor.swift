@@ -1,5 +1,5 @@
 import DBus
-import Synchronization
+import Locking
 
 // Passive scanning through advertisement monitors
 // (doc/org.bluez.AdvertisementMonitorManager.rst, doc/org.bluez.AdvertisementMonitor.rst).
@@ -200,9 +200,9 @@ public final class AdvertisementMonitor: Sendable {
 
     private let client: BlueZClient
     private let hub: MonitorHub
-    private let exported: Mutex<(manager: DBusObjectManagerRegistration?, monitors: [DBusObjectRegistration])>
-    private let watcher: Mutex<Task<Void, Never>?> = Mutex(nil)
-    private let registered = Mutex(true)
+    private let exported: Lock<(manager: DBusObjectManagerRegistration?, monitors: [DBusObjectRegistration])>
+    private let watcher: Lock<Task<Void, Never>?> = Lock(nil)
+    private let registered = Lock(true)
 
     private init(client: BlueZClient, adapter: AdapterID, path: ObjectPath, patterns: [AdvertisementPattern],
                  rssi: AdvertisementMonitorRSSI?, monitorPaths: [ObjectPath], hub: MonitorHub,
@@ -214,7 +214,7 @@ public final class AdvertisementMonitor: Sendable {
         self.rssi = rssi
         self.monitorPaths = monitorPaths
         self.hub = hub
-        self.exported = Mutex((manager, monitors))
+        self.exported = Lock((manager, monitors))
     }
 
     /// The root used when none is given: one per adapter.
@@ -468,7 +468,7 @@ final class MonitorHub: Sendable {
         var nextID: UInt64 = 0
         var finished = false
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let mirror: BlueZMirror
 
     init(mirror: BlueZMirror) { self.mirror = mirror }

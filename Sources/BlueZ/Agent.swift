@@ -1,5 +1,5 @@
 import DBus
-import Synchronization
+import Locking
 
 /// What an agent can do for pairing (AgentManager1.RegisterAgent).
 public enum AgentCapability: String, Sendable, CaseIterable {
@@ -56,8 +56,8 @@ public final class BlueZAgent: Sendable {
     public let isDefault: Bool
     private let client: BlueZClient
     private let registration: DBusObjectRegistration
-    private let watcher: Mutex<Task<Void, Never>?> = Mutex(nil)
-    private let active = Mutex(true)
+    private let watcher: Lock<Task<Void, Never>?> = Lock(nil)
+    private let active = Lock(true)
 
     private init(client: BlueZClient, path: ObjectPath, capability: AgentCapability, isDefault: Bool, registration: DBusObjectRegistration) {
         self.client = client
@@ -90,7 +90,7 @@ public final class BlueZAgent: Sendable {
         // availability event and the manager's InterfacesAdded can both
         // arrive after the mirror already shows the manager, and one
         // bluetoothd must get one registration.
-        let registeredWith = Mutex<String?>(client.mirror.serviceOwner)
+        let registeredWith = Lock<String?>(client.mirror.serviceOwner)
         let task = Task { [weak agent] in
             // A restarted bluetoothd takes its name before it exports
             // AgentManager1: register once the manager object is there.

@@ -1,5 +1,5 @@
 import DBus
-import Synchronization
+import Locking
 
 /// The discovery filter of Adapter1.SetDiscoveryFilter.
 public struct DiscoveryFilter: Sendable, Equatable {
@@ -355,8 +355,8 @@ public final class DiscoverySession: Sendable {
     public let adapter: AdapterID
     public let filter: DiscoveryFilter?
     private let client: BlueZClient
-    private let watcher: Mutex<Task<Void, Never>?> = Mutex(nil)
-    private let active = Mutex(true)
+    private let watcher: Lock<Task<Void, Never>?> = Lock(nil)
+    private let active = Lock(true)
 
     init(client: BlueZClient, adapter: AdapterID, filter: DiscoveryFilter?) {
         self.client = client

@@ -1,4 +1,5 @@
 import DBus
+import Locking
 import Synchronization
 
 /// One live mirror of bluetoothd's object tree over one connection.
@@ -33,10 +34,10 @@ public final class BlueZMirror: Sendable {
         var appliedUnheard = false
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let droppedCounter = Atomic<UInt64>(0)
-    private let registrations = Mutex<[DBusSignalHandlerRegistration]>([])
-    private let ownerTask = Mutex<Task<Void, Never>?>(nil)
+    private let registrations = Lock<[DBusSignalHandlerRegistration]>([])
+    private let ownerTask = Lock<Task<Void, Never>?>(nil)
 
     private init(connection: DBusConnection) {
         self.connection = connection
@@ -150,8 +151,8 @@ public final class BlueZMirror: Sendable {
             return s.nextSubscriber
         }
         guard let id else { return }
-        let resumed = Mutex(false)
-        let timer = Mutex<Task<Void, Never>?>(nil)
+        let resumed = Lock(false)
+        let timer = Lock<Task<Void, Never>?>(nil)
         let outcome: Bool = await withTaskCancellationHandler {
             await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
                 let once: @Sendable (Bool) -> Void = { value in

@@ -1,7 +1,7 @@
 import BlueZ
 import BlueZSimulator
 import DBus
-import Synchronization
+import Locking
 
 /// Records what bluetoothd (or the simulator) says on the bus: the object
 /// tree, then every InterfacesAdded/Removed and PropertiesChanged from
@@ -45,11 +45,11 @@ public final class Recorder: Sendable {
     let options: Options
     let origin: ContinuousClock.Instant
     private let input: AsyncStream<Item>.Continuation
-    private let events = Mutex<[RecordedEvent]>([])
-    private let registrations = Mutex<[DBusSignalHandlerRegistration]>([])
-    private let folder = Mutex<Task<Void, Never>?>(nil)
-    private let scanning = Mutex<(client: BlueZClient?, session: DiscoverySession?)>((nil, nil))
-    private let stoppedAt = Mutex<Double?>(nil)
+    private let events = Lock<[RecordedEvent]>([])
+    private let registrations = Lock<[DBusSignalHandlerRegistration]>([])
+    private let folder = Lock<Task<Void, Never>?>(nil)
+    private let scanning = Lock<(client: BlueZClient?, session: DiscoverySession?)>((nil, nil))
+    private let stoppedAt = Lock<Double?>(nil)
 
     private init(connection: DBusConnection, options: Options, input: AsyncStream<Item>.Continuation) {
         self.connection = connection

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -413,7 +413,7 @@ extension LibDBusCodec {
 /// One waiter resumed exactly once, by whichever comes first (the loss or
 /// the caller's cancellation, which may come before the waiter is installed).
 private final class LostSignal: Sendable {
-    private let state = Mutex<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    private let state = Lock<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
     /// False when it already fired (the continuation is then resumed here).
     func install(_ c: CheckedContinuation<Void, Never>) -> Bool {
         let fired = state.withLock { s -> Bool in

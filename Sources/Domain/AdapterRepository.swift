@@ -1,5 +1,5 @@
 import BlueZ
-import Synchronization
+import Locking
 
 /// One local controller as the product shows it: what `bluetoothctl show`
 /// prints about it.
@@ -134,13 +134,13 @@ extension AdapterRepository {
 public final class BlueZAdapterRepository: AdapterRepository {
     private let client: BlueZClient
     private let confirmTimeout: Duration
-    private let sessions = Mutex<[AdapterID: DiscoverySession]>([:])
+    private let sessions = Lock<[AdapterID: DiscoverySession]>([:])
     /// Passive scans: the monitors and the task republishing on their events.
-    private let passive = Mutex<[AdapterID: (monitor: AdvertisementMonitor, follower: Task<Void, Never>)]>([:])
+    private let passive = Lock<[AdapterID: (monitor: AdvertisementMonitor, follower: Task<Void, Never>)]>([:])
     /// Numbers the monitor roots, so that a replacement never waits for the root of the one it replaces.
-    private let passiveGeneration = Mutex(0)
+    private let passiveGeneration = Lock(0)
     private let store = StateStore(AdapterListSnapshot(bluetoothdAvailable: false), bufferLimit: 64)
-    private let follower = Mutex<Task<Void, Never>?>(nil)
+    private let follower = Lock<Task<Void, Never>?>(nil)
 
     /// `confirmTimeout`: how long bluetoothd may take to show a change it
     /// accepted before the operation counts as failed.

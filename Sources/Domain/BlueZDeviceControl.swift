@@ -1,7 +1,7 @@
 import BLEParsing
 import BlueZ
 import Foundation
-import Synchronization
+import Locking
 
 /// Device details and operations over a live BlueZ mirror. One task follows
 /// the mirror for every subscriber: it keeps a bounded RSSI history per
@@ -25,11 +25,11 @@ public final class BlueZDeviceControl: DeviceControl {
         var subscribers: [UInt64: Subscriber] = [:]
         var next: UInt64 = 0
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
     /// Subscriptions whose stream ended (`onTermination` may run while
     /// `state` is held, so it only notes them here).
-    private let gone = Mutex<[UInt64]>([])
-    private let follower = Mutex<Task<Void, Never>?>(nil)
+    private let gone = Lock<[UInt64]>([])
+    private let follower = Lock<Task<Void, Never>?>(nil)
 
     /// `rssiHistory`: how many RSSI samples are kept per device (0: none —
     /// the gateway shows no history, and 120 samples are ~2 KB per device).

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Hands each event to every current subscriber — for things that happen
 /// (a pairing ended), where `StateStore` is for things that are (its
@@ -9,7 +9,7 @@ public final class Broadcaster<Element: Sendable>: Sendable {
         var subscribers: [UInt64: AsyncStream<Element>.Continuation] = [:]
         var next: UInt64 = 0
     }
-    private let inner = Mutex(Inner())
+    private let inner = Lock(Inner())
     private let bufferLimit: Int
 
     /// `bufferLimit`: at most this many undelivered events per subscriber

@@ -1,6 +1,6 @@
 import BlueZ
 import Foundation
-import Synchronization
+import Locking
 
 /// What the connection manager needs from bluetoothd (a protocol so tests
 /// can drive it with a fake).
@@ -75,7 +75,7 @@ public final class ConnectionManager: Sendable {
     private let random: @Sendable () -> Double
     private let limiter: AdapterLimiter
     private let store = StateStore<[DeviceID: ConnectionStatus]>([:])
-    private let loops = Mutex<[DeviceID: Task<Void, Never>]>([:])
+    private let loops = Lock<[DeviceID: Task<Void, Never>]>([:])
 
     public init(backend: any ConnectionBackend, policy: BackoffPolicy = BackoffPolicy(), sleeper: any Sleeper = TaskSleeper(),
                 maxConcurrentPerAdapter: Int = 2, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) {

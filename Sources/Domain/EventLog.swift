@@ -1,6 +1,6 @@
 import BlueZ
 import Foundation
-import Synchronization
+import Locking
 
 /// One thing that happened, as the event log keeps it.
 public struct LogEvent: Sendable, Equatable, Identifiable {
@@ -111,7 +111,7 @@ public final class EventLog: Sendable {
 
     public let capacity: Int
     private let store = StateStore(EventLogSnapshot(), bufferLimit: 64)
-    private let lastID = Mutex<UInt64>(0)
+    private let lastID = Lock<UInt64>(0)
     private let now: @Sendable () -> Date
     private let names: @Sendable (DeviceID) -> String?
 

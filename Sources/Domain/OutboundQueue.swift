@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Synchronization
+import Locking
 
 /// A message waiting to be published (MQTT topic, payload, flags).
 public struct QueuedMessage: Sendable, Equatable {
@@ -33,15 +33,15 @@ public final class OutboundQueue: Sendable {
     private let depthStore: StateStore<Int>
     /// The rows in the table, counted once at open and kept by the writes
     /// (the only writer of the file is this object: one queue per file and process).
-    private let count: Mutex<Int>
+    private let count: Lock<Int>
     /// The dropped count, read once at open and kept by `enqueue` next to the
     /// table's (metrics read it after every depth change: no query each time).
-    private let droppedCount: Mutex<Int>
+    private let droppedCount: Lock<Int>
     /// The table's rows in memory while they are few (all of them, or
     /// `complete` is false and reads go to SQLite): in steady state the
     /// publisher takes what was just enqueued without a query. Changed
     /// only when a write commits, in commit order.
-    private let memory: Mutex<Memory>
+    private let memory: Lock<Memory>
     private struct Memory {
         var messages: [QueuedMessage] = []
         var complete: Bool
@@ -51,7 +51,7 @@ public final class OutboundQueue: Sendable {
     /// Acknowledged messages whose rows are still in the file (see
     /// ``acknowledge(_:)``), and whether a flush is scheduled or failed.
     /// Changed only on the serialized writer.
-    private let unflushed = Mutex(Unflushed())
+    private let unflushed = Lock(Unflushed())
     private struct Unflushed {
         var ids: [Int64] = []
         var scheduled = false
@@ -74,9 +74,9 @@ public final class OutboundQueue: Sendable {
                  try Int.fetchOne(db, sql: "SELECT value FROM outboxStats WHERE key = 'dropped'") ?? 0)
             }
             depthStore = StateStore(count, bufferLimit: 16)
-            self.count = Mutex(count)
-            droppedCount = Mutex(dropped)
-            memory = Mutex(Memory(complete: count == 0))
+            self.count = Lock(count)
+            droppedCount = Lock(dropped)
+            memory = Lock(Memory(complete: count == 0))
         } catch {
             throw DomainError("cannot open the outbound queue \(path): \(error)")
         }

@@ -1,6 +1,6 @@
 import BlueZ
 import Foundation
-import Synchronization
+import Locking
 
 /// A question bluetoothd asks while pairing, waiting for the user.
 public struct PairingPrompt: Sendable, Equatable, Identifiable {
@@ -62,9 +62,9 @@ public final class BlueZPairingService: PairingService {
         var continuation: CheckedContinuation<AgentResponse, Never>
         var timer: Task<Void, Never>?
     }
-    private let pending = Mutex<[UInt64: Pending]>([:])
-    private let counter = Mutex<UInt64>(0)
-    private let agent = Mutex<BlueZAgent?>(nil)
+    private let pending = Lock<[UInt64: Pending]>([:])
+    private let counter = Lock<UInt64>(0)
+    private let agent = Lock<BlueZAgent?>(nil)
     private let outcome = Broadcaster<PairingOutcome>()
 
     public init(client: BlueZClient, promptTimeout: Duration = .seconds(60)) {

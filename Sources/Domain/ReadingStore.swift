@@ -2,7 +2,7 @@ import BLEParsing
 import BlueZ
 import Foundation
 import GRDB
-import Synchronization
+import Locking
 
 /// How long readings are kept at which resolution.
 ///
@@ -68,7 +68,7 @@ public final class ReadingStore: ReadingHistory {
     /// built per reading. Bounded: a device whose entries are all older
     /// than `minimumInterval` says nothing (absent means the same: store),
     /// so those go whenever the table doubles.
-    private let lastWrite = Mutex<(times: [DeviceID: [SeriesTime]], pruneAt: Int)>(([:], 1_024))
+    private let lastWrite = Lock<(times: [DeviceID: [SeriesTime]], pruneAt: Int)>(([:], 1_024))
     private struct SeriesTime {
         let kind: ReadingKind
         let label: String?
@@ -84,7 +84,7 @@ public final class ReadingStore: ReadingHistory {
     /// Before, every advertisement batch rewrote the row of every device in
     /// it: at 200 changes/s, a transaction and a JSON encoding per device per
     /// batch for values nobody reads until the next start.
-    private let rows = Mutex(Rows())
+    private let rows = Lock(Rows())
     private struct Rows {
         var written: [DeviceID: RowWrite] = [:]
         var pending: [DeviceID: (record: DeviceRecord, at: Date)] = [:]

@@ -1,6 +1,6 @@
 import BlueZ
 import Foundation
-import Synchronization
+import Locking
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -37,7 +37,7 @@ public struct Settings: Sendable, Equatable, Codable {
 public final class SettingsStore: Sendable {
     public let directory: URL
     private let store: StateStore<Settings>
-    private let writeLock = Mutex(())
+    private let writeLock = Lock(())
 
     /// The directory to use: `override`, else XDG_STATE_HOME, else HOME.
     public static func defaultDirectory(override: String? = nil,

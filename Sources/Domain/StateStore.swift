@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Holds a value and publishes each distinct value to every subscriber, in
 /// order: presenters' states (kept without loss — they are small and few)
@@ -13,18 +13,18 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
         var mailboxes: [UInt64: WeakMailbox] = [:]
         var next: UInt64 = 0
     }
-    private let inner: Mutex<Inner>
+    private let inner: Lock<Inner>
     /// Subscribers that went away, removed at the next update. A separate
     /// lock: termination runs under the Swift runtime's task-status lock,
     /// and `update` takes that lock (resuming a waiting consumer) while it
     /// holds `inner`, so termination must never wait for `inner`.
-    private let gone = Mutex<[UInt64]>([])
+    private let gone = Lock<[UInt64]>([])
     private let bufferLimit: Int?
 
     /// `bufferLimit`: at most this many undelivered values per subscriber
     /// (the oldest go first); nil keeps every value.
     public init(_ initial: State, bufferLimit: Int? = nil) {
-        inner = Mutex(Inner(state: initial))
+        inner = Lock(Inner(state: initial))
         self.bufferLimit = bufferLimit
     }
 
@@ -102,7 +102,7 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
             var consumer: CheckedContinuation<State?, Never>?
             var cancelled = false
         }
-        private let slot = Mutex(Slot())
+        private let slot = Lock(Slot())
         private let merge: @Sendable (State, State) -> State
         private let coalesced: @Sendable () -> Void
 

@@ -1,6 +1,6 @@
 import BlueZ
 import Foundation
-import Synchronization
+import Locking
 
 /// The devices the user watches (kept connected and recorded) and how each
 /// one's connection is doing.
@@ -18,7 +18,7 @@ public final class WatchService: WatchList {
     private let settings: SettingsStore
     private let manager: ConnectionManager
     private let store = StateStore<[BluetoothAddress: ConnectionStatus]>([:])
-    private let tasks = Mutex<[Task<Void, Never>]>([])
+    private let tasks = Lock<[Task<Void, Never>]>([])
 
     /// `notify`: characteristic UUIDs whose notifications are re-enabled after
     /// every reconnect, per device.
@@ -72,5 +72,5 @@ public final class WatchService: WatchList {
 }
 
 private final class WatchedSet: Sendable {
-    let value = Mutex<Set<BluetoothAddress>>([])
+    let value = Lock<Set<BluetoothAddress>>([])
 }

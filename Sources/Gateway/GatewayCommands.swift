@@ -4,7 +4,7 @@ import DBus
 import Domain
 import Foundation
 import Presenters
-import Synchronization
+import Locking
 
 /// A request to the gateway about one device, from MQTT (`…/<addr>/command`)
 /// or HTTP (`POST /api/devices/<address>/actions`). JSON:
@@ -212,7 +212,7 @@ public final class CommandExecutor: Sendable {
     /// (their details are loaded), at most this many; the least recently
     /// used goes first. Before, one was kept for every address ever named.
     public static let idlePresenters = 16
-    private let table = Mutex(Table())
+    private let table = Lock(Table())
     private struct Table {
         var inFlight = 0
         var tick: UInt64 = 0

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// What the gateway counts, rendered in the Prometheus text exposition
 /// format (version 0.0.4) for `GET /metrics`. Counters only grow; gauges
@@ -40,8 +40,8 @@ public final class GatewayMetrics: Sendable {
     }
 
     private struct Sample { var at: Date; var count: UInt64 }
-    private let values = Mutex(Values())
-    private let samples = Mutex<[Sample]>([])
+    private let values = Lock(Values())
+    private let samples = Lock<[Sample]>([])
     /// The rate is over this window.
     private let window: TimeInterval = 60
 

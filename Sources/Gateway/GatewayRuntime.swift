@@ -8,7 +8,7 @@ import HTTPServer
 import Logging
 import MQTT
 import Presenters
-import Synchronization
+import Locking
 
 /// Everything a gateway needs to know, resolved from the configuration file.
 public struct GatewayOptions: Sendable {
@@ -129,7 +129,7 @@ public final class GatewayRuntime: Sendable {
     let loop: PublishingLoop
     /// What was published (state and availability), for the HTTP event stream.
     let published = Broadcaster<OutgoingMessage>(bufferLimit: 256)
-    private let parts = Mutex<Parts>(Parts())
+    private let parts = Lock<Parts>(Parts())
 
     struct Parts {
         var tasks: [Task<Void, Never>] = []

@@ -1,6 +1,6 @@
 // One client connection, served on its own thread (see `HTTPServer`).
 import Glibc
-import Synchronization
+import Locking
 
 final class Connection {
     private let fd: Int32
@@ -349,7 +349,7 @@ final class Connection {
 /// The handler's response, handed from its task to the connection thread.
 private final class ResponseSlot: Sendable {
     let wake: WakePipe
-    private let response = Mutex<HTTPResponse?>(nil)
+    private let response = Lock<HTTPResponse?>(nil)
 
     init?() {
         guard let wake = WakePipe() else { return nil }
@@ -381,7 +381,7 @@ final class StreamPump: Sendable {
     }
 
     let wake: WakePipe
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     init?() {
         guard let wake = WakePipe() else { return nil }

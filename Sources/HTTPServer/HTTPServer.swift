@@ -1,7 +1,7 @@
 // A small HTTP/1.1 server on POSIX sockets for the gateway's local API (issue 7).
 internal import CPosix
 import Glibc
-import Synchronization
+import Locking
 
 /// Why the server could not start; the description names the address:
 /// "cannot listen on 127.0.0.1:8080: Address already in use".
@@ -184,7 +184,7 @@ final class ServerCore: Sendable {
     /// Signalled once by `beginStop()` and never drained: every poll that
     /// includes it wakes up from then on.
     let stopSignal: WakePipe
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     private struct State {
         var stopping = false

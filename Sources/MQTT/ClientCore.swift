@@ -1,4 +1,5 @@
 internal import CMosquitto
+import Locking
 import Synchronization
 
 /// What one client shares with libmosquitto's network thread.
@@ -54,7 +55,7 @@ final class ClientCore: Sendable {
 
     let endpoint: String
     let protocolVersion: MQTTConfiguration.ProtocolVersion
-    let state = Mutex(State())
+    let state = Lock(State())
     /// Messages a subscription stream dropped because its consumer was
     /// behind by `subscriptionBufferLimit` (the oldest went).
     let droppedMessages = Atomic<UInt64>(0)

@@ -6,7 +6,7 @@
 // retransmits unacknowledged QoS ≥ 1 messages and reconnects with
 // exponential backoff (`mosquitto_reconnect_delay_set`). It calls our
 // callbacks, which only record what happened in `ClientCore` (under a
-// `Mutex`) and resume or yield to whoever waits — nothing blocks there.
+// `Lock`) and resume or yield to whoever waits — nothing blocks there.
 // Publishing and subscribing call libmosquitto from the caller's thread
 // (libmosquitto is thread-safe in this mode); the calls that block (the
 // initial TCP connect, DISCONNECT plus joining the network thread) run on a
@@ -29,6 +29,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Locking
 import Synchronization
 
 /// `mosquitto_lib_init` once per process (a global's initialiser runs once, thread-safely).
@@ -52,7 +53,7 @@ public final class MQTTClient: Sendable {
     public let configuration: MQTTConfiguration
     let handle: MosquittoHandle
     let core: ClientCore
-    private let loopRunning = Mutex(false)
+    private let loopRunning = Lock(false)
 
     private init(configuration: MQTTConfiguration, handle: MosquittoHandle, core: ClientCore) {
         self.configuration = configuration
@@ -362,7 +363,7 @@ final class OneShot<T: Sendable>: Sendable {
         var value: T?
         var waiter: CheckedContinuation<T, Never>?
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     func resolve(_ value: T) {
         let waiter = state.withLock { s -> CheckedContinuation<T, Never>? in

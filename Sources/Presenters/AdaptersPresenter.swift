@@ -2,7 +2,7 @@ import BLEParsing
 import BlueZ
 import Domain
 import Foundation
-import Synchronization
+import Locking
 
 /// The discovery filter as the user edits it: what they typed, kept even
 /// when it is wrong, with the problem that stops it from being applied.
@@ -164,7 +164,7 @@ public final class AdaptersPresenter: Presenter {
     private let store = StateStore(State())
     private let repository: any AdapterRepository
     /// The last repository snapshot, touched only by the action queue's task.
-    private let latest = Mutex<AdapterListSnapshot?>(nil)
+    private let latest = Lock<AdapterListSnapshot?>(nil)
     private let runtime = PresenterRuntime<Action>(label: "blecompanion.presenter.adapters")
 
     private let navigator: Navigator?

@@ -1,7 +1,7 @@
 import BlueZ
 import Domain
 import Logging
-import Synchronization
+import Locking
 
 /// A value that is still coming, is here, or cannot be had — one case at a
 /// time, never a set of flags that could contradict each other.
@@ -85,11 +85,11 @@ public final class ActionQueue<Action: Sendable>: Sendable {
 /// The machinery every presenter shares: its action queue and the tasks
 /// that feed repository streams into it (cancelled with the presenter).
 public final class PresenterRuntime<Action: Sendable>: Sendable {
-    private let queue = Mutex<ActionQueue<Action>?>(nil)
+    private let queue = Lock<ActionQueue<Action>?>(nil)
     /// Running tasks only: each one removes itself when it ends, so a
     /// presenter that runs many commands over its life holds none of them
     /// once they finished.
-    private let tasks = Mutex<(next: UInt64, running: [UInt64: Task<Void, Never>])>((0, [:]))
+    private let tasks = Lock<(next: UInt64, running: [UInt64: Task<Void, Never>])>((0, [:]))
     private let label: String
 
     public init(label: String) { self.label = label }

@@ -1,6 +1,6 @@
 import BlueZ
 import Domain
-import Synchronization
+import Locking
 
 /// Pairing one device: what bluetoothd asks (passkey, PIN, confirmation,
 /// authorisation, a code to type on the device) and the user's answers.
@@ -52,7 +52,7 @@ public final class PairingPresenter: Presenter {
     private let store: StateStore<State>
     private let service: any PairingService
     private let navigator: Navigator
-    private let prompt = Mutex<PairingPrompt?>(nil)
+    private let prompt = Lock<PairingPrompt?>(nil)
     private let runtime = PresenterRuntime<Action>(label: "blecompanion.presenter.pairing")
 
     public init(device: DeviceID, service: any PairingService, navigator: Navigator) {

@@ -4,7 +4,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import Synchronization
+import Locking
 
 /// A file descriptor that log handlers write whole lines to.
 ///
@@ -15,7 +15,7 @@ import Synchronization
 /// not own the descriptor and never closes it.
 public final class LogSink: Sendable {
     public let fileDescriptor: Int32
-    private let lock = Mutex<Void>(())
+    private let lock = Lock<Void>(())
 
     public init(fileDescriptor: Int32) {
         self.fileDescriptor = fileDescriptor

@@ -1,5 +1,5 @@
 import Dispatch
-import Synchronization
+import Locking
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -172,7 +172,7 @@ final class Core: Sendable {
         /// The reader thread has ended and closed the read end of the wake pipe.
         var readerExited = false
     }
-    let state = Mutex(State())
+    let state = Lock(State())
 
     init(input: Int32, output: Int32, mouse: Bool, saved: termios, wakeRead: Int32, wakeWrite: Int32) {
         self.input = input
@@ -424,7 +424,7 @@ final class SignalHub: Sendable {
         var hadDefault: Set<Int32> = []
         var sessions: [Core] = []
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let queue = DispatchQueue(label: "TerminalUI.signals")
 
     func attach(_ core: Core) {

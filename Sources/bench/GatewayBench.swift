@@ -5,6 +5,7 @@ import Foundation
 import Gateway
 import Logging
 import MQTT
+import Locking
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -44,7 +45,7 @@ enum GatewayBench {
     /// Counts messages on a filter.
     final class Counter: Sendable {
         private let count = Atomic<Int>(0)
-        private let lastAt = Mutex<ContinuousClock.Instant>(.now)
+        private let lastAt = Lock<ContinuousClock.Instant>(.now)
         var value: Int { count.load(ordering: .relaxed) }
         var quietFor: Duration { ContinuousClock.now - lastAt.withLock { $0 } }
         func add() {

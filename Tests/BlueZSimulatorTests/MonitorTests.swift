@@ -1,6 +1,6 @@
 import DBus
 import Foundation
-import Synchronization
+import Locking
 import Testing
 @testable import BlueZSimulator
 
@@ -47,7 +47,7 @@ final class MonitorApplication: Sendable {
     let calls = MonitorCalls()
     let connection: DBusConnection
     private let manager: DBusObjectManagerRegistration?
-    private let objects: Mutex<[String: DBusObjectRegistration]> = Mutex([:])
+    private let objects: Lock<[String: DBusObjectRegistration]> = Lock([:])
 
     init(_ connection: DBusConnection, root: ObjectPath, objectManager: Bool = true) async throws {
         self.connection = connection

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 import Foundation
 import Testing
 import DBus
@@ -140,7 +140,7 @@ func next(_ events: AsyncStream<BlueZEvent>, within seconds: Double = 5, matchin
             _ = try await standIn?.addDevice("AA:BB:CC:DD:EE:01", rssi: -70)
             let client = try await BlueZClient.connect(to: .address(bus.address))
             let events = client.mirror.events()
-            let reported = Mutex<[String]>([])
+            let reported = Lock<[String]>([])
             let agent = try await BlueZAgent.register(client: client, capability: .keyboardDisplay, onRegisteredAgain: { error in
                 reported.withLock { $0.append(error?.description ?? "ok") }
             }) { _ in .accept }

@@ -4,13 +4,13 @@ import BlueZSimulator
 import Capture
 import DBus
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 
 /// Holds the recorder a test starts inside `replayReadings(onBus:)`.
 final class RecorderBox: Sendable {
-    let value = Mutex<(Recorder, DBusConnection)?>(nil)
+    let value = Lock<(Recorder, DBusConnection)?>(nil)
     func stop() async -> Scenario? {
         guard let (recorder, connection) = value.withLock({ $0 }) else { return nil }
         let s = await recorder.stop()
@@ -139,7 +139,7 @@ final class RecorderBox: Sendable {
 extension RecordReplayTests {
     func values(_ client: BlueZClient, _ characteristic: GATTAttributeID, for seconds: Double) async throws -> [[UInt8]] {
         let stream = try await client.notifications(characteristic)
-        let collected = Mutex<[[UInt8]]>([])
+        let collected = Lock<[[UInt8]]>([])
         let task = Task {
             for await event in stream { if case let .value(v) = event { collected.withLock { $0.append(v) } } }
         }

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import BLEParsing
 import BlueZ
@@ -13,7 +13,7 @@ import TerminalUI
 
 final class ListRepository: DeviceRepository {
     let store: StateStore<DeviceListSnapshot>
-    let scans = Mutex<[Bool]>([])
+    let scans = Lock<[Bool]>([])
     init(_ snapshot: DeviceListSnapshot) { store = StateStore(snapshot) }
     func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
     func setScanning(_ on: Bool) async throws(DomainError) {
@@ -24,7 +24,7 @@ final class ListRepository: DeviceRepository {
 
 final class Control: DeviceControl {
     let store = StateStore(DeviceDetailSnapshot(availability: .available))
-    let calls = Mutex<[String]>([])
+    let calls = Lock<[String]>([])
     func details(of id: DeviceID) -> AsyncStream<DeviceDetailSnapshot> { store.states() }
     func connect(_ id: DeviceID) async throws(DomainError) { calls.withLock { $0.append("connect \(id.address)") } }
     func disconnect(_ id: DeviceID) async throws(DomainError) { calls.withLock { $0.append("disconnect") } }
@@ -43,9 +43,9 @@ final class Control: DeviceControl {
 /// Asks for a passkey and finishes pairing when it is answered.
 final class Pairing: PairingService {
     let store = StateStore<PairingPrompt?>(nil)
-    let answers = Mutex<[AgentResponse]>([])
-    let paired = Mutex<[DeviceID]>([])
-    private let waiting = Mutex<CheckedContinuation<Void, Never>?>(nil)
+    let answers = Lock<[AgentResponse]>([])
+    let paired = Lock<[DeviceID]>([])
+    private let waiting = Lock<CheckedContinuation<Void, Never>?>(nil)
     func prompts() -> AsyncStream<PairingPrompt?> { store.states() }
     func outcomes() -> AsyncStream<PairingOutcome> { AsyncStream { $0.finish() } }
     func pair(_ device: DeviceID) async throws(DomainError) {

@@ -2,6 +2,7 @@ import BlueZ
 import Domain
 import Foundation
 import Presenters
+import Locking
 import Synchronization
 import Testing
 @testable import Gateway
@@ -9,7 +10,7 @@ import Testing
 /// A device control (the same protocol the BlueZ one implements) whose
 /// connect waits at a gate the test opens and closes; every device exists.
 final class GatedControl: DeviceControl {
-    private let gate = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((true, []))
+    private let gate = Lock<(open: Bool, waiting: [CheckedContinuation<Void, Never>])>((true, []))
     let connects = Atomic<Int>(0)
 
     func details(of id: DeviceID) -> AsyncStream<DeviceDetailSnapshot> {

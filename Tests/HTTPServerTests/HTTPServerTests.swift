@@ -2,7 +2,7 @@
 // on dedicated threads, plus the pure parts (parsing, SSE format, auth).
 import Foundation
 import Glibc
-import Synchronization
+import Locking
 import Testing
 @testable import HTTPServer
 
@@ -369,7 +369,7 @@ import Testing
         var configuration = HTTPServer.Configuration()
         configuration.maxStreams = 2
         let producers = (0..<3).map { _ in StreamingTests.Producer() }
-        let next = Mutex(0)
+        let next = Lock(0)
         let (statuses, plain) = try await withServer(configuration: configuration, handler: { r in
             if r.path == "/plain" { return .text("plain") }
             let i = next.withLock { n -> Int in defer { n += 1 }; return n }

@@ -2,7 +2,7 @@
 // one-shot signal to await events from the server side.
 import Foundation
 import Glibc
-import Synchronization
+import Locking
 import HTTPServer
 
 struct ClientError: Error, CustomStringConvertible {
@@ -231,7 +231,7 @@ final class Signal: Sendable {
         var nextID = 0
     }
 
-    private let state = Mutex(State())
+    private let state = Lock(State())
 
     var isFired: Bool { state.withLock { $0.fired } }
 
@@ -269,7 +269,7 @@ final class Signal: Sendable {
 
 /// Values a handler observed, for the test to check afterwards.
 final class Recorder<Value: Sendable>: Sendable {
-    private let values = Mutex<[Value]>([])
+    private let values = Lock<[Value]>([])
     func record(_ value: Value) { values.withLock { $0.append(value) } }
     var all: [Value] { values.withLock { $0 } }
 }

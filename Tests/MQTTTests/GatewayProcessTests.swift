@@ -4,7 +4,7 @@ import Domain
 import Foundation
 import Glibc
 import MQTT
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 
@@ -14,7 +14,7 @@ final class NotifySocket: Sendable {
     let path: String
     private let fd: Int32
     /// Shared with the reader thread.
-    final class Box: Sendable { let value = Mutex<[String]>([]) }
+    final class Box: Sendable { let value = Lock<[String]>([]) }
     private let box = Box()
 
     init(directory: URL) throws {

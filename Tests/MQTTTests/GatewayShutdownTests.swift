@@ -4,7 +4,7 @@ import Domain
 import Foundation
 import Glibc
 import MQTT
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 
@@ -82,8 +82,8 @@ import TestSupport
 
     /// Whatever a case started, stopped after it whether it passed or not.
     final class Started: Sendable {
-        let homes = Mutex<[Home]>([])
-        let broker = Mutex<Broker?>(nil)
+        let homes = Lock<[Home]>([])
+        let broker = Lock<Broker?>(nil)
         func stopAll() async {
             for home in homes.withLock({ $0 }) { await home.stop() }
             await broker.withLock({ $0 })?.stop()

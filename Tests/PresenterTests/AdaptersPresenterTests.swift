@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import BlueZ
 import Domain
@@ -19,9 +19,9 @@ final class FakeAdapterRepository: AdapterRepository {
     enum Operation: Sendable, Hashable { case power, discoverable, pairable, scan }
 
     let store = StateStore(AdapterListSnapshot(bluetoothdAvailable: false))
-    let calls = Mutex<[Call]>([])
-    private let failures = Mutex<[Operation: DomainError]>([:])
-    private let publishes = Mutex(true)
+    let calls = Lock<[Call]>([])
+    private let failures = Lock<[Operation: DomainError]>([:])
+    private let publishes = Lock(true)
 
     func snapshots() -> AsyncStream<AdapterListSnapshot> { store.states() }
 

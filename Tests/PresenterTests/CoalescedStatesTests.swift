@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import BlueZ
 import Domain
@@ -18,7 +18,7 @@ import Domain
 
     @Test func aSlowConsumerGetsTheLatestStateAndEveryChangeOnce() async throws {
         let store = StateStore(0)
-        let merges = Mutex(0)
+        let merges = Lock(0)
         var states = store.states(coalescing: { _, newer in newer }, coalesced: { merges.withLock { $0 += 1 } })
             .makeAsyncIterator()
         #expect(await states.next() == 0, "the current state first")

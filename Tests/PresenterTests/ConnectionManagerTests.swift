@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 import BlueZ
@@ -11,10 +11,10 @@ import DBus
 /// change signal.
 final class FakeConnectionBackend: ConnectionBackend {
     struct DeviceState { var present = true; var connected = false; var failuresLeft = 0; var block = false }
-    let devices = Mutex<[DeviceID: DeviceState]>([:])
-    let attempts = Mutex<[DeviceID]>([])
-    let notified = Mutex<[(DeviceID, [String])]>([])
-    let concurrent = Mutex<(now: Int, peak: Int)>((0, 0))
+    let devices = Lock<[DeviceID: DeviceState]>([:])
+    let attempts = Lock<[DeviceID]>([])
+    let notified = Lock<[(DeviceID, [String])]>([])
+    let concurrent = Lock<(now: Int, peak: Int)>((0, 0))
     private let change = StateStore(0, bufferLimit: 8)
 
     func set(_ id: DeviceID, _ change: (inout DeviceState) -> Void) {
@@ -49,7 +49,7 @@ final class FakeConnectionBackend: ConnectionBackend {
 
 /// Records the delays asked for and returns at once (a hand-driven clock).
 final class RecordingSleeper: Sleeper {
-    let delays = Mutex<[Duration]>([])
+    let delays = Lock<[Duration]>([])
     func sleep(for duration: Duration) async throws {
         delays.withLock { $0.append(duration) }
         try await Task.sleep(for: .milliseconds(1))
@@ -123,7 +123,7 @@ final class RecordingSleeper: Sleeper {
         let manager = ConnectionManager(backend: BlueZConnectionBackend(client: client),
                                         policy: BackoffPolicy(initial: .seconds(2), maximum: .seconds(30), jitter: 0.2),
                                         sleeper: sleeper, random: { 0.25 })
-        let history = Mutex<[ConnectionStatus]>([])
+        let history = Lock<[ConnectionStatus]>([])
         let statuses = manager.statuses()
         let recorder = Task { for await s in statuses { if let v = s[flaky] { history.withLock { $0.append(v) } } } }
         manager.watch(flaky)

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 import BLEParsing
@@ -13,9 +13,9 @@ import Domain
 /// (they never change the snapshot themselves, so every state order is known).
 final class FakeDeviceControl: DeviceControl {
     let store: StateStore<DeviceDetailSnapshot>
-    let calls = Mutex<[String]>([])
-    let failures = Mutex<[String: DomainError]>([:])
-    let readValue = Mutex<[UInt8]>([0x01])
+    let calls = Lock<[String]>([])
+    let failures = Lock<[String: DomainError]>([:])
+    let readValue = Lock<[UInt8]>([0x01])
 
     init(_ initial: DeviceDetailSnapshot) { store = StateStore(initial) }
 
@@ -55,9 +55,9 @@ final class FakeDeviceControl: DeviceControl {
 
 final class FakeReadingHistory: ReadingHistory {
     let revision = StateStore<[DeviceID: UInt64]>([:])
-    let data = Mutex<[ReadingSeries]>([])
-    let queries = Mutex<[Date]>([])
-    let failure = Mutex<DomainError?>(nil)
+    let data = Lock<[ReadingSeries]>([])
+    let queries = Lock<[Date]>([])
+    let failure = Lock<DomainError?>(nil)
     func revisions() -> AsyncStream<[DeviceID: UInt64]> { revision.states() }
     func series(of device: DeviceID, since: Date) throws(DomainError) -> [ReadingSeries] {
         queries.withLock { $0.append(since) }
@@ -72,7 +72,7 @@ final class FakeReadingHistory: ReadingHistory {
 
 final class FakeWatchList: WatchList {
     let store = StateStore<[BluetoothAddress: ConnectionStatus]>([:])
-    let calls = Mutex<[(Bool, BluetoothAddress)]>([])
+    let calls = Lock<[(Bool, BluetoothAddress)]>([])
     func watches() -> AsyncStream<[BluetoothAddress: ConnectionStatus]> { store.states() }
     func setWatched(_ on: Bool, _ address: BluetoothAddress) throws(DomainError) { calls.withLock { $0.append((on, address)) } }
 }

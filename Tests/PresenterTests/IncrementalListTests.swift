@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 import BLEParsing
@@ -85,7 +85,7 @@ import Domain
 /// changed, the last one holding every device's latest advertisement.
 @Suite(.timeLimit(.minutes(1))) struct RepositoryCoalescingTests {
     final class Snapshots: Sendable {
-        let all = Mutex<[DeviceListSnapshot]>([])
+        let all = Lock<[DeviceListSnapshot]>([])
     }
 
     @Test func aFloodIsCoalescedPerDeviceAndTheLatestWins() async throws {

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 import BlueZ
@@ -12,8 +12,8 @@ import Domain
 final class FakePairingService: PairingService {
     let store = StateStore<PairingPrompt?>(nil)
     let outcome = Broadcaster<PairingOutcome>()
-    let answers = Mutex<[(UInt64, AgentResponse)]>([])
-    private let finish = Mutex<CheckedContinuation<DomainError?, Never>?>(nil)
+    let answers = Lock<[(UInt64, AgentResponse)]>([])
+    private let finish = Lock<CheckedContinuation<DomainError?, Never>?>(nil)
 
     func prompts() -> AsyncStream<PairingPrompt?> { store.states() }
 
@@ -27,7 +27,7 @@ final class FakePairingService: PairingService {
 
     func answer(_ id: UInt64, _ response: AgentResponse) { answers.withLock { $0.append((id, response)) } }
 
-    let cancelled = Mutex<[DeviceID]>([])
+    let cancelled = Lock<[DeviceID]>([])
     func cancelPairing(_ device: DeviceID) async throws(DomainError) { cancelled.withLock { $0.append(device) } }
 
     func ask(_ prompt: PairingPrompt?) { store.update { $0 = prompt } }

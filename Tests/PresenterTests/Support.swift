@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Locking
 import Testing
 import TestSupport
 import BlueZ
@@ -13,10 +13,10 @@ import Domain
 /// of Circuit's `presenter.test {}` and TCA's TestStore).
 final class StateRecorder<State: Sendable & Equatable>: Sendable {
     private final class Received: Sendable {
-        let states = Mutex<[State]>([])
+        let states = Lock<[State]>([])
     }
     private let received = Received()
-    private let cursor = Mutex(0)
+    private let cursor = Lock(0)
     private let task: Task<Void, Never>
 
     init(_ states: AsyncStream<State>) {
@@ -75,8 +75,8 @@ final class StateRecorder<State: Sendable & Equatable>: Sendable {
 /// tests push snapshots and choose what scanning does.
 final class FakeDeviceRepository: DeviceRepository {
     let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone))
-    private let scanFailure = Mutex<DomainError?>(nil)
-    let scanCalls = Mutex<[Bool]>([])
+    private let scanFailure = Lock<DomainError?>(nil)
+    let scanCalls = Lock<[Bool]>([])
 
     func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
 
@@ -92,7 +92,7 @@ final class FakeDeviceRepository: DeviceRepository {
 
 /// A clock the test moves by hand.
 final class TestClock: Sendable {
-    private let current = Mutex(Date(timeIntervalSince1970: 1_800_000_000))
+    private let current = Lock(Date(timeIntervalSince1970: 1_800_000_000))
     var now: Date { current.withLock { $0 } }
     func advance(_ seconds: TimeInterval) { current.withLock { $0 += seconds } }
 }
@@ -142,7 +142,7 @@ final class ManualSleeper: Sleeper {
         var pending: [UInt64: (Duration, CheckedContinuation<Void, any Error>)] = [:]
         var cancelledEarly: Set<UInt64> = []
     }
-    private let inner = Mutex(Inner())
+    private let inner = Lock(Inner())
 
     func sleep(for duration: Duration) async throws {
         let id = inner.withLock { i -> UInt64 in

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import Locking
 import Testing
 @testable import ServiceSupport
 #if canImport(Glibc)
@@ -142,7 +142,7 @@ private func object(_ line: Data) throws -> [String: Any] {
 
         let output = try await offPool { () -> Data in
             // The reader drains the pipe while the writers fill it.
-            let received = Mutex<Data>(Data())
+            let received = Lock<Data>(Data())
             let readerDone = DispatchSemaphore(value: 0)
             Thread {
                 var buffer = [UInt8](repeating: 0, count: 65536)

@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import Locking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -121,7 +121,7 @@ struct CapturingLogHandler: LogHandler {
     }
 
     final class Store: Sendable {
-        let entries = Mutex<[Entry]>([])
+        let entries = Lock<[Entry]>([])
         var all: [Entry] { entries.withLock { $0 } }
     }
 

@@ -1,6 +1,6 @@
 import Foundation
 import CPosix
-import Synchronization
+import Locking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -118,7 +118,7 @@ public func waitForExit(_ pid: pid_t) -> Int32 {
 public final class Broker: Sendable {
     public let port: Int
     public let directory: URL
-    private let pid = Mutex<pid_t?>(nil)
+    private let pid = Lock<pid_t?>(nil)
 
     var configFile: URL { directory.appendingPathComponent("mosquitto.conf") }
     var logFile: URL { directory.appendingPathComponent("mosquitto.log") }
@@ -250,8 +250,8 @@ public func withBroker<T>(users: [String: String]? = nil, persistent: Bool = fal
 /// Collects a stream's elements in the background so tests can wait for a
 /// count with a deadline without consuming (and so ending) the stream.
 public final class Inbox<Element: Sendable>: Sendable {
-    private let items = Mutex<[Element]>([])
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let items = Lock<[Element]>([])
+    private let task = Lock<Task<Void, Never>?>(nil)
 
     public init(_ stream: AsyncStream<Element>) {
         let t = Task { [weak self] in

@@ -5,7 +5,7 @@ import DBus
 import Domain
 import Foundation
 import Presenters
-import Synchronization
+import Locking
 
 /// How fast ``replayReadings(scenario:speed:until:)`` plays a fixture.
 public enum ReplaySpeed: Sendable, Equatable {
@@ -67,7 +67,7 @@ public func replayReadings(scenario: Scenario, speed: ReplaySpeed = .max, until:
                            onBus: (@Sendable (_ address: String) async throws -> Void)? = nil) async throws -> [DeviceReadings] {
     let bus = try PrivateBus.start()
     defer { bus.stop() }
-    let pipeline = Mutex<(BlueZClient, DeviceListPresenter)?>(nil)
+    let pipeline = Lock<(BlueZClient, DeviceListPresenter)?>(nil)
     let caughtUp: @Sendable () async -> Void = {
         guard let (client, presenter) = pipeline.withLock({ $0 }) else { return }
         let expected = expectedReadings(client.mirror.snapshot())
@@ -165,7 +165,7 @@ private final class Collected: Sendable {
         var readings: [DeviceID: [[Reading]]] = [:]
         var last: DeviceListPresenter.State?
     }
-    private let inner = Mutex(Inner())
+    private let inner = Lock(Inner())
 
     func add(_ state: DeviceListPresenter.State) {
         inner.withLock { i in

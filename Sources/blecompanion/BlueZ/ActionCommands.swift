@@ -4,7 +4,7 @@ import BLEParsing
 import BlueZ
 import DBus
 import Foundation
-import Synchronization
+import Locking
 
 struct ConnectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -355,7 +355,7 @@ final class AcquiredSocketReader: Sendable {
     private let fd: Int32
     // Open until the reader thread closes it; stop() only shuts it down,
     // under the same lock, so it never touches a number reused meanwhile.
-    private let open = Mutex(true)
+    private let open = Lock(true)
 
     init(fd: Int32, packetSize: Int) {
         self.fd = fd

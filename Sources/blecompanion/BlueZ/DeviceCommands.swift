@@ -4,7 +4,7 @@ import BLEParsing
 import BlueZ
 import DBus
 import Foundation
-import Synchronization
+import Locking
 
 struct DevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -221,7 +221,7 @@ func gattText(_ g: GATTValue) -> String {
 
 /// The devices a scan has printed, so that "lost" is said only of them.
 final class ReportedDevices: Sendable {
-    private let ids = Mutex<Set<DeviceID>>([])
+    private let ids = Lock<Set<DeviceID>>([])
     func insert(_ id: DeviceID) { ids.withLock { _ = $0.insert(id) } }
     func remove(_ id: DeviceID) -> Bool { ids.withLock { $0.remove(id) != nil } }
 }
