@@ -1,7 +1,7 @@
 import BLEParsing
 import BlueZ
 import Foundation
-import Synchronization
+import Locking
 
 /// What the parsing module makes of a device's advertised data
 /// (ManufacturerData and ServiceData properties).
@@ -98,6 +98,8 @@ public final class BlueZDeviceRepository: DeviceRepository {
 
     private struct State {
         var lastSeen: [DeviceID: Date] = [:]
+        /// The same moments on the boot-time clock (`DeviceRecord.heard`).
+        var heard: [DeviceID: TimeInterval] = [:]
         var session: DiscoverySession?
         var decoded = AdvertisementCache()
         var advertisements: UInt64 = 0
@@ -119,10 +121,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
         var flushScheduled = false
         var lastFlush: ContinuousClock.Instant?
     }
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let clock = ContinuousClock()
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
-    private let follower = Mutex<Task<Void, Never>?>(nil)
+    private let follower = Lock<Task<Void, Never>?>(nil)
 
     private let memory: [DeviceID: RememberedDevice]
     private let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]?
@@ -266,16 +268,17 @@ public final class BlueZDeviceRepository: DeviceRepository {
             // offering the service, so the whole refresh takes it out.
             return state.withLock { $0.index[id] == nil }
         }
-        let time = now()
+        let time = now(), uptime = BootClock.seconds()
         let next: Next? = state.withLock { s in
             guard let index = s.index[id], index < s.records.count, s.records[index].id == id,
                   s.availability == .available, s.scanning == discovering else { return nil }
             s.lastSeen[id] = time
+            s.heard[id] = uptime
             s.advertisements &+= 1
             let models = s.decoded.models(for: device, bindkey: bindkeys(device.address))
             // In place: the list is shared with the last snapshot until its
             // first change after a publication, which then copies one chunk.
-            s.records[index] = makeRecord(device, models, lastSeen: time)
+            s.records[index] = makeRecord(device, models, lastSeen: time, heard: uptime)
             if !s.dirty.insert(id).inserted { s.coalesced &+= 1 }
             return nextFlush(&s)
         }
@@ -320,7 +323,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private func requestFlush() { perform(state.withLock { nextFlush(&$0) }) }
 
     /// The timer for a scheduled flush (one at a time).
-    private let flushTimer = Mutex<Task<Void, Never>?>(nil)
+    private let flushTimer = Lock<Task<Void, Never>?>(nil)
 
     private func scheduleFlush() {
         let due = state.withLock { ($0.lastFlush ?? clock.now) + publishInterval }
@@ -361,10 +364,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
         store.update { $0 = snapshot }
     }
 
-    private func makeRecord(_ d: Device, _ decoded: [AdvertisementModel], lastSeen: Date?) -> DeviceRecord {
+    private func makeRecord(_ d: Device, _ decoded: [AdvertisementModel], lastSeen: Date?, heard: TimeInterval?) -> DeviceRecord {
         var r = DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
                              trusted: d.trusted, format: decoded.first?.formatName,
-                             readings: decoded.flatMap(\.readings), lastSeen: lastSeen)
+                             readings: decoded.flatMap(\.readings), lastSeen: lastSeen, heard: heard)
         if let m = memory[d.id] {
             r.firstSeen = m.firstSeen
             if r.lastSeen == nil {
@@ -391,21 +394,30 @@ public final class BlueZDeviceRepository: DeviceRepository {
                 Task { await ended.stop() }
             }
         }
-        let time = now()
-        let lastSeen = state.withLock { s -> [DeviceID: Date] in
-            for id in changed { s.lastSeen[id] = time }
+        let time = now(), uptime = BootClock.seconds()
+        let (lastSeen, heard) = state.withLock { s -> ([DeviceID: Date], [DeviceID: TimeInterval]) in
+            for id in changed {
+                s.lastSeen[id] = time
+                s.heard[id] = uptime
+            }
             s.advertisements &+= UInt64(changed.count)
-            return s.lastSeen
+            return (s.lastSeen, s.heard)
         }
         let devices = (adapter.map { snap.devices(on: $0.id) } ?? []).filter(offersService)
         let models: [[AdvertisementModel]] = state.withLock { s in
-            if s.decoded.count > devices.count {
-                // Devices bluetoothd removed: forget their decoded data.
-                s.decoded.keep(only: Set(devices.map(\.id)))
+            if s.decoded.count > devices.count || s.lastSeen.count > devices.count {
+                // Devices bluetoothd removed (a phone's rotated random
+                // address, a temporary device timed out): forget their
+                // decoded data and when they were heard, or these tables
+                // grow with every address ever heard.
+                let present = Set(devices.map(\.id))
+                s.decoded.keep(only: present)
+                s.lastSeen = s.lastSeen.filter { present.contains($0.key) }
+                s.heard = s.heard.filter { present.contains($0.key) }
             }
             return devices.map { d in s.decoded.models(for: d, bindkey: bindkeys(d.address)) }
         }
-        let records = zip(devices, models).map { d, decoded in makeRecord(d, decoded, lastSeen: lastSeen[d.id]) }
+        let records = zip(devices, models).map { d, decoded in makeRecord(d, decoded, lastSeen: lastSeen[d.id], heard: heard[d.id]) }
         state.withLock { s in
             let scanning = adapter?.discovering == true
             // The same devices in the same order as the last snapshot (a

@@ -36,7 +36,12 @@ public struct DeviceRecord: Sendable, Equatable, Identifiable {
     /// The decoded advertisement format ("bthome", "ruuvi", …), if any.
     public var format: String?
     public var readings: [Reading]
+    /// When it was last heard, on the wall clock (shown and published).
     public var lastSeen: Date?
+    /// When it was last heard this session, on the boot-time clock
+    /// (``BootClock``), which setting the wall clock does not move: what
+    /// stale and expiry times are measured with. nil: not heard this session.
+    public var heard: TimeInterval?
     /// When the database first saw the device (nil: not remembered).
     public var firstSeen: Date?
     /// Format, readings and last seen come from the database: not heard
@@ -45,7 +50,8 @@ public struct DeviceRecord: Sendable, Equatable, Identifiable {
 
     public init(id: DeviceID, name: String? = nil, rssi: Int16? = nil, paired: Bool = false, connected: Bool = false,
                 trusted: Bool = false, format: String? = nil, readings: [Reading] = [], lastSeen: Date? = nil,
-                firstSeen: Date? = nil, remembered: Bool = false) {
+                firstSeen: Date? = nil, remembered: Bool = false, heard: TimeInterval? = nil) {
+        self.heard = heard
         self.firstSeen = firstSeen
         self.remembered = remembered
         self.id = id

@@ -153,16 +153,20 @@ public final class DeviceListPresenter: Presenter {
     private let repository: any DeviceRepository
     private let navigator: Navigator
     private let now: @Sendable () -> Date
+    private let uptime: @Sendable () -> TimeInterval
     private let expiry: Expiry
     private let sleeper: any Sleeper
     private let latest = LatestSnapshot()
     private let runtime = PresenterRuntime<Action>(label: "blecompanion.presenter.devices")
 
     /// `sleeper` waits for the next stale/expiry time (a test moves it by hand
-    /// together with `now`); `watchList` nil: no watching shown.
+    /// together with `now` and `uptime`); `uptime` is the clock records'
+    /// `heard` times are on (``BootClock``); `watchList` nil: no watching shown.
     public init(repository: any DeviceRepository, navigator: Navigator, watchList: (any WatchList)? = nil,
                 expiry: Expiry = Expiry(), sleeper: any Sleeper = TaskSleeper(),
-                now: @escaping @Sendable () -> Date = { Date() }) {
+                now: @escaping @Sendable () -> Date = { Date() },
+                uptime: @escaping @Sendable () -> TimeInterval = BootClock.seconds) {
+        self.uptime = uptime
         self.repository = repository
         self.navigator = navigator
         self.expiry = expiry
@@ -253,7 +257,7 @@ public final class DeviceListPresenter: Presenter {
     /// the next device to turn stale or expire.
     private func update(_ change: (inout State) -> Void) {
         let snapshot = latest.value
-        let time = now()
+        let time = Moment(date: now(), uptime: uptime())
         let expiry = self.expiry
         let watches = latest.watches
         let latest = self.latest
@@ -294,7 +298,7 @@ public final class DeviceListPresenter: Presenter {
         // they change without a copy; a `false` below leads to a rebuild,
         // which sets `latest.sorted` again.
         latest.sorted = nil
-        let time = now()
+        let time = Moment(date: now(), uptime: uptime())
         let expiry = self.expiry
         let watches = latest.watches
         // The list's settings, without a copy of the rows.
@@ -383,12 +387,15 @@ public final class DeviceListPresenter: Presenter {
     /// deadline replaces a pending timer (devices that keep advertising move
     /// their deadlines later all the time; a timer that fires early just
     /// recomputes and schedules the next).
-    private func schedule(_ deadline: Date?, now: Date) {
+    /// `deadline` and `now` are on the boot-time clock when there is one, so
+    /// a wall-clock jump between two calls does not confuse which timer is
+    /// earlier.
+    private func schedule(_ deadline: TimeInterval?, now: Moment) {
         guard let deadline else { return }
         if let pending = latest.timerDeadline, pending <= deadline { return }
         latest.timer?.cancel()
         latest.timerDeadline = deadline
-        let delay = Bounds.duration(seconds: deadline.timeIntervalSince(now)) + .milliseconds(1)
+        let delay = Bounds.duration(seconds: deadline - now.clock) + .milliseconds(1)
         let sleeper = self.sleeper, runtime = self.runtime
         let task = Task {
             do { try await sleeper.sleep(for: delay) } catch { return }
@@ -398,14 +405,15 @@ public final class DeviceListPresenter: Presenter {
         latest.timer = task   // cancelled when replaced or with the presenter
     }
 
-    /// The first moment after `now` at which a device turns stale or expires.
-    static func nextTransition(_ devices: some Sequence<DeviceRecord>, after now: Date, expiry: Expiry) -> Date? {
-        var next: Date?
+    /// The first moment after `now` at which a device turns stale or
+    /// expires, on `now`'s clock (``Moment/clock``).
+    static func nextTransition(_ devices: some Sequence<DeviceRecord>, after now: Moment, expiry: Expiry) -> TimeInterval? {
+        var next: TimeInterval?
         for d in devices {
-            guard let seen = d.lastSeen else { continue }
+            guard let age = now.age(d) else { continue }
             for limit in [expiry.staleAfter, expiry.removeAfter].compactMap({ $0 }) {
-                let t = seen.addingTimeInterval(limit)
-                if t > now, next.map({ t < $0 }) ?? true { next = t }
+                let t = now.clock + (limit - age)
+                if t > now.clock, next.map({ t < $0 }) ?? true { next = t }
             }
         }
         return next
@@ -414,12 +422,13 @@ public final class DeviceListPresenter: Presenter {
     /// Pure: the rows for a list of devices (exposed for front ends' previews).
     public static func rows(_ devices: some Sequence<DeviceRecord>, filter: Filter, sort: Sort, now: Date, expiry: Expiry = Expiry(),
                             watches: [BluetoothAddress: ConnectionStatus] = [:]) -> [Row] {
-        kept(devices, filter: filter, sort: sort, now: now, expiry: expiry, watches: watches)
-            .map { row($0, now: now, expiry: expiry, watches: watches) }
+        let moment = Moment(date: now, uptime: nil)
+        return kept(devices, filter: filter, sort: sort, now: moment, expiry: expiry, watches: watches)
+            .map { row($0, now: moment, expiry: expiry, watches: watches) }
     }
 
     /// The records the filter keeps, in the list's order.
-    static func kept(_ devices: some Sequence<DeviceRecord>, filter: Filter, sort: Sort, now: Date, expiry: Expiry,
+    static func kept(_ devices: some Sequence<DeviceRecord>, filter: Filter, sort: Sort, now: Moment, expiry: Expiry,
                      watches: [BluetoothAddress: ConnectionStatus]) -> [DeviceRecord] {
         let needle = filter.text.lowercased()
         return devices.filter { keeps($0, filter: filter, needle: needle, now: now, expiry: expiry, watches: watches) }
@@ -427,10 +436,10 @@ public final class DeviceListPresenter: Presenter {
     }
 
     /// Whether the list shows `d` (`needle`: the filter text, lowercased).
-    static func keeps(_ d: DeviceRecord, filter: Filter, needle: String, now: Date, expiry: Expiry,
+    static func keeps(_ d: DeviceRecord, filter: Filter, needle: String, now: Moment, expiry: Expiry,
                       watches: [BluetoothAddress: ConnectionStatus]) -> Bool {
         let watch = watches[d.id.address]
-        if let removeAfter = expiry.removeAfter, let seen = d.lastSeen, now.timeIntervalSince(seen) > removeAfter,
+        if let removeAfter = expiry.removeAfter, let age = now.age(d), age > removeAfter,
            !d.paired, !d.connected, watch == nil {
             return false
         }
@@ -445,11 +454,40 @@ public final class DeviceListPresenter: Presenter {
         return true
     }
 
-    static func row(_ d: DeviceRecord, now: Date, expiry: Expiry, watches: [BluetoothAddress: ConnectionStatus]) -> Row {
-        Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format, readings: d.readings,
-            paired: d.paired, trusted: d.trusted, connected: d.connected, lastSeen: d.lastSeen,
-            stale: d.lastSeen.map { now.timeIntervalSince($0) > expiry.staleAfter } ?? false,
-            watch: watches[d.id.address])
+    static func row(_ d: DeviceRecord, now: Moment, expiry: Expiry, watches: [BluetoothAddress: ConnectionStatus]) -> Row {
+        let age = now.age(d)
+        return Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format, readings: d.readings,
+                   paired: d.paired, trusted: d.trusted, connected: d.connected, lastSeen: now.seen(d, age: age),
+                   stale: age.map { $0 > expiry.staleAfter } ?? false,
+                   watch: watches[d.id.address])
+    }
+}
+
+/// Now on both clocks: the wall clock, which rows show and the gateway
+/// publishes, and the boot-time clock (``BootClock``; nil in previews),
+/// which a wall-clock jump (NTP correcting a Raspberry Pi that booted with
+/// `fake-hwclock`'s time) does not move. How long ago a device was heard is
+/// measured on the boot-time clock whenever its record has a `heard` time;
+/// its wall-clock `lastSeen` is then what that age makes of now, so after a
+/// jump a device heard a second ago still reads "now", stays online, and is
+/// published with a `last_seen` on the corrected clock.
+struct Moment {
+    var date: Date
+    var uptime: TimeInterval?
+
+    /// The clock deadlines are kept on: boot time, else the wall clock.
+    var clock: TimeInterval { uptime ?? date.timeIntervalSinceReferenceDate }
+
+    /// Seconds since `d` was heard (nil: never heard, nothing remembered).
+    func age(_ d: DeviceRecord) -> TimeInterval? {
+        if let uptime, let heard = d.heard { return uptime - heard }
+        return d.lastSeen.map { date.timeIntervalSince($0) }
+    }
+
+    /// When `d` was heard, on the wall clock as it is now.
+    func seen(_ d: DeviceRecord, age: TimeInterval?) -> Date? {
+        if uptime != nil, d.heard != nil, let age { return date.addingTimeInterval(-age) }
+        return d.lastSeen
     }
 }
 
@@ -462,6 +500,6 @@ private final class LatestSnapshot: @unchecked Sendable {
     var formatCounts: [String: Int] = [:]
     var watches: [BluetoothAddress: ConnectionStatus] = [:]
     var timer: Task<Void, Never>?
-    var timerDeadline: Date?
+    var timerDeadline: TimeInterval?
     deinit { timer?.cancel() }
 }

@@ -192,6 +192,69 @@ import Domain
         await states.expectNoMoreStates()
     }
 
+    /// NTP correcting a Raspberry Pi that booted with `fake-hwclock`'s time:
+    /// the wall clock jumps a day forward, then an hour back, while the
+    /// boot-time clock moves on by seconds. Devices heard this session
+    /// (records with `heard`) age by the boot-time clock: a jump neither
+    /// marks them stale (forward) nor keeps them fresh for the size of the
+    /// jump (back), and their `lastSeen` is shown on the corrected clock.
+    @Test func aWallClockJumpNeitherStalesNorKeepsDevices() async throws {
+        let wall = TestClock(), boot = TestClock()
+        let uptime = { @Sendable in boot.now.timeIntervalSince1970 }
+        let sleeper = ManualSleeper()
+        let repo = FakeDeviceRepository()
+        let presenter = P(repository: repo, navigator: Navigator(), expiry: P.Expiry(staleAfter: 120, removeAfter: 900),
+                          sleeper: sleeper, now: { wall.now }, uptime: uptime)
+        var devices = try home(wall)
+        devices[0].heard = uptime()
+        devices[1].heard = uptime()
+        devices[2].heard = uptime() - 300   // heard 300 s ago, as its lastSeen says
+        repo.emit(DeviceListSnapshot(availability: .available, devices: devices))
+        #expect(await waitFor(presenter) { $0.devices.value?.count == 3 })
+        #expect(await eventually { sleeper.waiting == [.milliseconds(120_001)] }, "\(sleeper.waiting)")
+
+        // A day forward on the wall clock, 10 s on the boot-time clock.
+        wall.advance(86_400)
+        boot.advance(10)
+        devices[0].rssi = -66   // the next snapshot (any change makes the rows again)
+        repo.emit(DeviceListSnapshot(availability: .available, devices: devices))
+        #expect(await waitFor(presenter) { s in
+            s.devices.value.map { rows in rows.map(\.stale) == [false, false, true] && rows[1].rssi == -66 } ?? false
+        })
+        var rows = try #require(presenter.state.devices.value)
+        // Shown as heard 10 s ago on the new clock, not a day ago.
+        #expect(rows[0].lastSeen == wall.now.addingTimeInterval(-10))
+        #expect(rows[2].lastSeen == wall.now.addingTimeInterval(-310))
+
+        // An hour back: the fresh devices still turn stale 120 s after they
+        // were heard (110 s from now), not an hour later.
+        wall.advance(-3_600)
+        boot.advance(111)
+        sleeper.fireAll()
+        #expect(await waitFor(presenter) { s in s.devices.value?.allSatisfy(\.stale) ?? false })
+        rows = try #require(presenter.state.devices.value)
+        #expect(rows.map(\.title).sorted() == ["D0:3A:1B:2C:3D:4E", "Polar H10", "Ruuvi 884F"])
+        // And the iBeacon leaves the list 900 s after it was heard by the boot-time clock.
+        boot.advance(900 - 421 + 1)
+        sleeper.fireAll()
+        #expect(await waitFor(presenter) { $0.devices.value?.count == 2 })
+    }
+
+    /// Records with only a wall-clock `lastSeen` (remembered from the
+    /// database, or a repository without a boot-time clock) keep aging by the
+    /// wall clock, as before.
+    @Test func recordsWithoutABootTimeAgeByTheWallClock() throws {
+        let wall = TestClock()
+        let devices = try home(wall)
+        let moment = Moment(date: wall.now.addingTimeInterval(200), uptime: 5)
+        #expect(devices.map { moment.age($0) } == [200, 200, 500])
+        #expect(moment.seen(devices[0], age: 200) == devices[0].lastSeen)
+        var heard = devices[0]
+        heard.heard = 2
+        #expect(moment.age(heard) == 3)
+        #expect(moment.seen(heard, age: 3) == wall.now.addingTimeInterval(197))
+    }
+
     @Test func formatAndWatchedFiltersAndConnectionStatusInRows() async throws {
         let clock = TestClock()
         let repo = FakeDeviceRepository()

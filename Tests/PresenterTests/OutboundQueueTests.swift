@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import GRDB
 @testable import Domain
 
 /// The gateway's outbound queue on a real SQLite file.
@@ -84,7 +85,17 @@ import Testing
     @Test func acknowledgedRowsLeaveTheFileWithTheNextWriteOrSoonAfter() async throws {
         defer { try? FileManager.default.removeItem(at: dir) }
         let q = try OutboundQueue(path: path)
-        func rowsInFile() throws -> [String] { try OutboundQueue(path: path).oldest(100).map(\.topic) }
+        // Read-only: a second queue on the file would write (its migration
+        // check, its flush when released) and could make the queue's own
+        // deferred flush fail with SQLITE_BUSY, which the test would then
+        // see as rows left behind.
+        func rowsInFile() throws -> [String] {
+            var config = Configuration()
+            config.readonly = true
+            return try DatabaseQueue(path: path, configuration: config).read { db in
+                try String.fetchAll(db, sql: "SELECT topic FROM outbox ORDER BY id LIMIT 100")
+            }
+        }
         let ids = try q.enqueue((0..<4).map { OutboundQueue.Outgoing(topic: "a/\($0)", payload: [UInt8($0)]) })
         try q.acknowledge([ids[0], ids[1]])
         #expect(q.depth == 2)
