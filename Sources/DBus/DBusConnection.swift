@@ -159,6 +159,12 @@ public final class DBusConnection: Sendable {
         let timeoutMs = Int(max(1, min(ms, Int64(Int32.max))))
         let state = CallState()
         let core = self.core
+        // The loop thread decodes the reply and then marks the call done under
+        // `state.lock`; taking that lock after the wait orders the decoding
+        // before our reads for ThreadSanitizer, which cannot see the
+        // hand-over when the reply came before this task suspended (Swift
+        // 6.3's continuation fast path carries no annotation).
+        defer { state.lock.withLock {} }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (cont: CheckedContinuation<DBusMessage, any Error>) in
                 let queued = core.execute {
@@ -394,10 +400,16 @@ public final class DBusConnection: Sendable {
     /// Runs `body` on the I/O thread and waits for it.
     func onLoop<T: Sendable>(_ body: @escaping @Sendable (ConnectionCore) throws -> T) async throws -> T {
         let core = self.core
+        // Released by the loop after `body`, acquired here after the wait: the
+        // hand-over ThreadSanitizer does not see by itself (see `call`).
+        let handoff = PThreadMutex()
+        defer { handoff.withLock {} }
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
             let queued = core.execute {
                 if core.dead { c.resume(throwing: DBusError.disconnected); return }
-                do { c.resume(returning: try body(core)) } catch { c.resume(throwing: error) }
+                let result = Result { try body(core) }
+                handoff.withLock {}
+                c.resume(with: result)
             }
             if !queued { c.resume(throwing: DBusError.disconnected) }
         }

@@ -31,34 +31,39 @@ public struct Lock<Value>: @unchecked Sendable {
     public func withLock<Result, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
-        let (value, mutex) = storage.withUnsafeMutablePointers { ($0, $1) }
+        let mutex = storage.withUnsafeMutablePointerToHeader { $0 }
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
+        // The value's address is taken under the lock: ThreadSanitizer
+        // counts taking it as an access to the value.
+        let value = storage.withUnsafeMutablePointerToElements { $0 }
         return try body(&value.pointee)
     }
 }
 
-/// The value (the buffer's header) and the `pthread_mutex_t` (its one
-/// element) in one allocation.
+/// The `pthread_mutex_t` (the buffer's header) and the value (its one
+/// element) in one allocation. The mutex first: reaching it reads the
+/// object's type, which must not look like an access to the value (with a
+/// zero-sized value, `Lock<Void>`, the two addresses would meet).
 @usableFromInline
-final class LockStorage<Value>: ManagedBuffer<Value, pthread_mutex_t> {
+final class LockStorage<Value>: ManagedBuffer<pthread_mutex_t, Value> {
     static func make(_ initialValue: consuming Value) -> LockStorage<Value> {
-        let value = initialValue
-        let buffer = create(minimumCapacity: 1) { _ in value }
+        let initialValue = initialValue
+        let buffer = create(minimumCapacity: 1) { _ in pthread_mutex_t() }
         // `create` called on this class makes an instance of it.
         let storage = unsafeDowncast(buffer, to: LockStorage<Value>.self)
-        storage.withUnsafeMutablePointerToElements { mutex in
-            mutex.initialize(to: pthread_mutex_t())
+        storage.withUnsafeMutablePointers { mutex, value in
             // Default attributes: pthread_mutex_init cannot fail with them.
             _ = pthread_mutex_init(mutex, nil)
+            value.initialize(to: initialValue)
         }
         return storage
     }
 
     deinit {
-        withUnsafeMutablePointerToElements { mutex in
+        withUnsafeMutablePointers { mutex, value in
+            value.deinitialize(count: 1)
             _ = pthread_mutex_destroy(mutex)
-            mutex.deinitialize(count: 1)
         }
     }
 }
