@@ -48,6 +48,10 @@ public enum DashboardEvent: Sendable {
     /// The end of a frame interval during which events were applied but not
     /// drawn (the app loop's own; changes nothing on the screen's state).
     case frame
+    /// The D-Bus connection is gone (the bus daemon stopped or restarted):
+    /// nothing on screen can come back on it, so the dashboard ends and the
+    /// command says why (a new connection needs a new start).
+    case connectionLost
 }
 
 /// The dashboard's Screen: owns the presenters and the view state that is
@@ -163,6 +167,8 @@ public final class DashboardScreen {
             view.spinner &+= 1
         case .frame:
             break
+        case .connectionLost:
+            quitRequested = true
         }
         let now = view.now
         view.notices.removeAll { $0.expires <= now }

@@ -312,10 +312,15 @@ public final class BlueZAdapterRepository: AdapterRepository {
         var released: [DiscoverySession] = []
         store.update { published in
             let snap = client.mirror.snapshot()
+            // Adapters that were on in the last snapshot (present, powered).
+            let wereOn = Set(published.bluetoothdAvailable ? published.adapters.filter(\.powered).map(\.id) : [])
             let filters = sessions.withLock { s -> [AdapterID: DiscoveryFilter] in
                 // bluetoothd ends every discovery of an adapter that powers
-                // off; powering on again does not restart it.
-                for (id, session) in s where snap.adapters[id]?.powered == false {
+                // off; powering on again does not restart it. Only a power-off:
+                // an adapter coming back (bluetoothd restarted, plugged in
+                // again) shows up unpowered and is powered a moment later, and
+                // its session then starts discovery again by itself.
+                for (id, session) in s where snap.adapters[id]?.powered == false && wereOn.contains(id) {
                     released.append(session)
                     s[id] = nil
                 }

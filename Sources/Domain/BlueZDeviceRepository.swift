@@ -388,11 +388,19 @@ public final class BlueZDeviceRepository: DeviceRepository {
         let snap = client.mirror.snapshot()
         let (availability, adapter) = availability(snap)
         if case .adapterOff = availability {
+            // Powered off while it was on (the user, another client):
             // bluetoothd ended discovery with the power and does not resume
-            // it: our session is over (the next scan toggle starts a new one).
-            if let ended = state.withLock({ s -> DiscoverySession? in defer { s.session = nil }; return s.session }) {
-                Task { await ended.stop() }
+            // it, so our session is over (the next scan toggle starts a new
+            // one). Not when the adapter is only coming back: a returning
+            // bluetoothd or a plugged-in adapter shows up unpowered and is
+            // powered a moment later, and the session starts discovery again
+            // then (DiscoverySession), as `scan` does.
+            let ended = state.withLock { s -> DiscoverySession? in
+                guard s.availability == .available else { return nil }
+                defer { s.session = nil }
+                return s.session
             }
+            if let ended { Task { await ended.stop() } }
         }
         let time = now(), uptime = BootClock.seconds()
         let (lastSeen, heard) = state.withLock { s -> ([DeviceID: Date], [DeviceID: TimeInterval]) in

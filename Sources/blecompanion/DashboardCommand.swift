@@ -28,7 +28,12 @@ struct DashboardCommand: AsyncParsableCommand {
         try await runReporting {
             let terminal = try openTerminal()
             let services = try await DashboardServices.start(bus: DBusBusAddress(parsing: bus), adapter: adapter, stateDirectory: try state.directory())
-            await services.run(terminal: terminal)
+            if await services.run(terminal: terminal) == .connectionLost {
+                // The terminal is restored by now: the reason goes under the shell prompt.
+                printError("Error: lost the connection to the D-Bus bus (the bus daemon stopped or restarted); "
+                           + "start the dashboard again once it is back. See `blecompanion doctor`.")
+                throw ExitCode(69)
+            }
         }
     }
 }
@@ -83,12 +88,31 @@ struct DashboardServices {
                                                          pairing, recorder, log] + feeds)
     }
 
-    func run(terminal: TerminalSession) async {
+    enum Ending { case quit, connectionLost }
+
+    /// Runs the dashboard until the user quits, a terminating signal comes,
+    /// or the bus connection is lost (the bus daemon stopped or restarted:
+    /// the same exit status 69 as the gateway's, EX_UNAVAILABLE). Before,
+    /// the dashboard stayed open saying "bluetoothd is not running" and
+    /// promising a list that could never come back on a dead connection.
+    func run(terminal: TerminalSession) async -> Ending {
         let mode = Renderer.detectColorMode(environment: ProcessInfo.processInfo.environment, isTTY: true)
+        let client = parts.lazy.compactMap { $0 as? BlueZClient }.first
+        let post = screen.poster
+        let lost = Task { () -> Bool in
+            guard let client else { return false }
+            await client.mirror.connection.disconnected()
+            if Task.isCancelled { return false }
+            post(.connectionLost)
+            return true
+        }
         await DashboardApp.run(screen, terminal: terminal, colorMode: mode)
+        lost.cancel()
+        let ending: Ending = await lost.value ? .connectionLost : .quit
         // The devices' latest readings the store holds back (written once a
         // minute while heard) go to the file before the process ends.
         for case let store as ReadingStore in parts { try? store.flushPendingRows() }
         withExtendedLifetime(parts) {}
+        return ending
     }
 }

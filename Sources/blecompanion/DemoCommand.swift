@@ -128,7 +128,7 @@ struct DemoCommand: AsyncParsableCommand {
         do {
             try await simulator.start(busAddress: bus.address)
             let services = try await DashboardServices.start(bus: .address(bus.address), adapter: nil, stateDirectory: directory)
-            await services.run(terminal: terminal)
+            _ = await services.run(terminal: terminal)
         } catch {
             terminal.restore()
             await simulator.stop()

@@ -200,7 +200,7 @@ final class Tmux: @unchecked Sendable {
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-e2e-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: state) }
         // A shell runs the dashboard; after it ends, the shell reports the terminal's modes.
-        let script = "\(try command(state: state)); echo EXIT=$?; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo; echo DONE; sleep 30"
+        let script = "\(try command(state: state)); echo EXIT=\\$?; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo; echo DONE; sleep 30"
         let t = try await offPool { try Tmux(width: 100, height: 30, command: "sh -c \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"") }
         defer { t.stop() }
         _ = await t.waitFor("not scanning")

@@ -68,8 +68,17 @@ struct ScanCommand: AsyncParsableCommand {
             let reported = ReportedDevices()
             for d in before where report(d, client, keys: keys) { reported.insert(d.id) }
             let stop = StopSignal(after: duration)
-            await withTaskGroup(of: Void.self) { group in
+            let connection = client.connection
+            // True when the bus connection went away (the bus daemon stopped
+            // or restarted): no discovery can come back on it, so the scan
+            // ends with exit status 69 instead of waiting for ever.
+            let busLost = await withTaskGroup(of: Bool.self) { group -> Bool in
                 group.addTask {
+                    await connection.disconnected()
+                    return !Task.isCancelled
+                }
+                group.addTask {
+                    var away = false
                     for await event in events {
                         switch event {
                         case let .interfacesAdded(path, names) where names.contains(BlueZInterface.device):
@@ -85,17 +94,31 @@ struct ScanCommand: AsyncParsableCommand {
                             if let id = DeviceID(path: path), id.adapter == adapter.id, reported.remove(id) {
                                 out(options.json ? jsonLine(["address": id.address.description, "event": "lost"]) : "\(id.address)  lost")
                             }
+                        case let .interfacesRemoved(path, names) where names.contains(BlueZInterface.adapter) && path == adapter.id.path:
+                            printError("adapter \(adapter.id.name) was removed; waiting for it to return…")
+                        case let .interfacesAdded(path, names) where names.contains(BlueZInterface.adapter) && path == adapter.id.path:
+                            printError("adapter \(adapter.id.name) is back; scanning again.")
                         case .availability(false):
+                            away = true
                             printError("bluetoothd went away; waiting for it to return…")
+                        case .availability(true) where away:
+                            away = false
+                            printError("bluetoothd is back; scanning again.")
                         default:
                             continue
                         }
 
                     }
+                    return false
                 }
-                group.addTask { await stop.wait() }
-                await group.next()
+                group.addTask { await stop.wait(); return false }
+                let first = await group.next() ?? false
                 group.cancelAll()
+                return first
+            }
+            if busLost {
+                printError("Error: lost the connection to the D-Bus bus (the bus daemon stopped or restarted). See `blecompanion doctor`.")
+                throw ExitCode(69)
             }
             await session.stop()
         }

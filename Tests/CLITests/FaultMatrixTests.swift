@@ -1,0 +1,136 @@
+import DBus
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+/// The fault matrix's CLI and dashboard cells (docs/RELIABILITY.md, "Fault
+/// matrix"): what `scan` and the dashboard do when bluetoothd leaves and
+/// returns, the adapter is unplugged and plugged back, and the bus daemon
+/// itself goes away. Each process runs as a user would start it, on a
+/// private bus, against a scenario that plays the faults at fixed times.
+@Suite(.serialized, .timeLimit(.minutes(3))) struct FaultMatrixTests {
+    /// test-basic.json with bluetoothd away from 5 to 7 s and the adapter
+    /// unplugged from 10 to 12 s.
+    func faultyScenario(in dir: URL) throws -> String {
+        let source = packageRoot().appendingPathComponent("fixtures/scenarios/test-basic.json")
+        guard var scenario = try JSONSerialization.jsonObject(with: Data(contentsOf: source)) as? [String: Any],
+              var adapters = scenario["adapters"] as? [[String: Any]], !adapters.isEmpty else {
+            throw BrokerError(description: "test-basic.json is not the scenario this test expects")
+        }
+        scenario["bluetoothd"] = ["outages": [["at": 5, "returnAt": 7]]]
+        adapters[0]["outages"] = [["at": 10, "returnAt": 12]]
+        scenario["adapters"] = adapters
+        let path = dir.appendingPathComponent("faults.json")
+        try JSONSerialization.data(withJSONObject: scenario).write(to: path)
+        return path.path
+    }
+
+    func temporaryDirectory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-faults-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    func text(_ path: URL) -> String { (try? String(contentsOf: path, encoding: .utf8)) ?? "" }
+
+    /// Polls until `condition` holds or `seconds` pass.
+    func until(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return condition()
+    }
+
+    /// The exit status of `pid` once it has exited, within `seconds`
+    /// (polled: a blocking wait cannot be interrupted by the time limit);
+    /// nil if it is still running then.
+    func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        repeat {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        } while ContinuousClock.now < deadline
+        return nil
+    }
+
+    @Test func scanRidesOutBluetoothdAndAdapterOutagesAndEndsWith69WhenTheBusGoes() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bus = try PrivateBus.start()
+        var busStopped = false
+        defer { if !busStopped { bus.stop() } }
+        let simulator = try await SimulatorProcess.start(try faultyScenario(in: dir), bus: bus.address)
+        defer { simulator.stop() }
+        let out = dir.appendingPathComponent("scan.out"), err = dir.appendingPathComponent("scan.err")
+        let scan = try spawn(try builtExecutable("blecompanion"), ["scan", "--bus", bus.address], stdout: out.path, stderr: err.path)
+        var exited = false
+        defer { if !exited { kill(scan, SIGKILL); _ = waitForExit(scan) } }
+
+        #expect(await until(5) { text(err).contains("Scanning on hci0") && text(out).contains("Ruuvi 0001") }, "\(text(err))")
+        // bluetoothd leaves at 5 s and returns at 7 s: said both ways, and devices come again.
+        #expect(await until(15) { text(err).contains("bluetoothd went away; waiting for it to return…") }, "\(text(err))")
+        #expect(await until(10) { text(err).contains("bluetoothd is back; scanning again.") }, "\(text(err))")
+        let linesAfterReturn = text(out).split(separator: "\n").count
+        #expect(await until(5) { text(out).split(separator: "\n").count > linesAfterReturn + 1 }, "no device after bluetoothd returned:\n\(text(out))")
+        // The adapter is unplugged at 10 s and back at 12 s.
+        #expect(await until(10) { text(err).contains("adapter hci0 was removed; waiting for it to return…") }, "\(text(err))")
+        #expect(await until(10) { text(err).contains("adapter hci0 is back; scanning again.") }, "\(text(err))")
+        let linesAfterReplug = text(out).split(separator: "\n").count
+        #expect(await until(5) { text(out).split(separator: "\n").count > linesAfterReplug + 1 }, "no device after the adapter returned:\n\(text(out))")
+        #expect(text(out).contains("C0:FE:00:00:00:01  lost"), "the unplugged adapter's devices are reported lost:\n\(text(out))")
+
+        // The bus daemon goes: nothing can come back on this connection.
+        bus.stop()
+        busStopped = true
+        let status = await exitStatus(scan, within: 10)
+        exited = status != nil
+        #expect(status == 69, "\(text(err))")
+        #expect(text(err).contains("lost the connection to the D-Bus bus"), "\(text(err))")
+    }
+
+    @Test func theDashboardRidesOutBluetoothdAndAdapterOutagesAndEndsWith69WhenTheBusGoes() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bus = try PrivateBus.start()
+        var busStopped = false
+        defer { if !busStopped { bus.stop() } }
+        let simulator = try await SimulatorProcess.start(try faultyScenario(in: dir), bus: bus.address)
+        defer { simulator.stop() }
+        let state = dir.appendingPathComponent("state")
+        // `\$?`: tmux hands the command to a shell whose double quotes would
+        // otherwise expand `$?` (to 0) before the inner shell runs.
+        let script = "'\(try DoctorCLI.executable())' dashboard --bus '\(bus.address)' --state-dir '\(state.path)'; echo EXIT=\\$?; sleep 30"
+        let t = try await offPool { try Tmux(width: 120, height: 30, command: "sh -c \"\(script)\"") }
+        defer { t.stop() }
+
+        // The header (first line) says what the dashboard knows; a notice
+        // about the last fault stays lower down for a while after it.
+        func header(_ screen: String) -> String { String(screen.split(separator: "\n").first ?? "") }
+        func scanning(_ screen: String) -> Bool {
+            header(screen).contains("│ scanning ") && screen.contains("Ruuvi 0001")
+        }
+        _ = await t.waitFor("not scanning", seconds: 10)
+        try await t.keys("s")
+        _ = await t.waitFor("the scan with the RuuviTag", seconds: 5, scanning)
+        // bluetoothd away (5 to 7 s): said so, then the list comes back and the scan resumes by itself.
+        _ = await t.waitFor("bluetoothd's absence", seconds: 15) { header($0).contains("bluetoothd is not running") }
+        _ = await t.waitFor("the list back, scanning", seconds: 10, scanning)
+        // The adapter unplugged (10 to 12 s): said so, then back and scanning again.
+        _ = await t.waitFor("the adapter's absence", seconds: 10) { header($0).contains("no Bluetooth adapter") }
+        _ = await t.waitFor("the adapter back, scanning", seconds: 10, scanning)
+
+        // The bus daemon goes: the dashboard leaves the screen, says why, exits 69.
+        bus.stop()
+        busStopped = true
+        guard let after = await t.waitFor("EXIT=", seconds: 15) else { return }
+        #expect(after.contains("EXIT=69"), "\(after)")
+        #expect(after.contains("lost the connection to the D-Bus bus"), "\(after)")
+        #expect(!after.contains("BLE Companion │"), "the dashboard left the alternate screen:\n\(after)")
+    }
+}
