@@ -173,6 +173,12 @@ public enum BlueZError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .invalidArgument(m): return m
         case let .timedOut(m): return "timed out: \(m)"
         case .cancelled: return "cancelled"
+        case let .dbus(.timedOut(member, milliseconds)) where member.contains("."):
+            // A call to bluetoothd (the bus daemon's own calls have bare
+            // names): it kept its name but did not answer, as a stopped,
+            // hung or swamped daemon does.
+            return "bluetoothd did not answer \(member) within \(Double(milliseconds) / 1000) s: it is hung or overloaded "
+                + "(see `systemctl status bluetooth` and `blecompanion doctor`)"
         case let .dbus(e): return "D-Bus: \(e)"
         }
     }

@@ -134,3 +134,106 @@ import TestSupport
         #expect(!after.contains("BLE Companion │"), "the dashboard left the alternate screen:\n\(after)")
     }
 }
+
+/// The fault matrix's cells that need no outage scenario: a bluetoothd that
+/// keeps its name but does not answer, and signals at every stage of
+/// `scan`'s start-up. Not serialized: they wait on their own processes.
+@Suite(.timeLimit(.minutes(2))) struct FaultMatrixProcessTests {
+    func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
+        let deadline = ContinuousClock.now + .seconds(seconds)
+        repeat {
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+            }
+            try? await Task.sleep(for: .milliseconds(50))
+        } while ContinuousClock.now < deadline
+        return nil
+    }
+
+    func temporaryDirectory() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-faults-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// bluetoothd stopped (SIGSTOP; in the field hung or swamped) keeps its
+    /// bus name: a command waits for D-Bus's 25 s call timeout, then says
+    /// bluetoothd did not answer — not a bare "no reply", not a hang.
+    @Test func aHungBluetoothdIsNamedWhenACommandGivesUp() async throws {
+        let simulator = try await SimulatorProcess.start("test-basic.json")
+        let simulatorPID = simulator.process.processIdentifier
+        defer {
+            kill(simulatorPID, SIGCONT)
+            simulator.stop()
+        }
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        kill(simulatorPID, SIGSTOP)
+        let err = dir.appendingPathComponent("devices.err")
+        let devices = try spawn(try builtExecutable("blecompanion"), ["devices", "--bus", simulator.address], stderr: err.path)
+        let status = await exitStatus(devices, within: 40)
+        if status == nil { kill(devices, SIGKILL); _ = waitForExit(devices) }
+        let text = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+        #expect(status == 1, "\(text)")
+        #expect(text.contains("bluetoothd did not answer org.freedesktop.DBus.ObjectManager.GetManagedObjects within 25.0 s"), "\(text)")
+    }
+
+    /// Ctrl-C or SIGTERM while `scan` starts (before its handlers exist,
+    /// connecting, starting discovery, scanning): it is gone within 10 s,
+    /// never by a crash; once scanning it stops discovery and exits 0.
+    @Test func scanEndsOnASignalAtAnyStageOfStartUp() async throws {
+        let simulator = try await SimulatorProcess.start("test-basic.json")
+        defer { simulator.stop() }
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        for (signal, delay) in [(SIGINT, 0.0), (SIGTERM, 0.05), (SIGINT, 0.2), (SIGTERM, 0.5), (SIGINT, 1.0), (SIGTERM, 2.0)] {
+            let err = dir.appendingPathComponent("scan-\(signal)-\(delay).err")
+            let scan = try spawn(try builtExecutable("blecompanion"), ["scan", "--bus", simulator.address], stderr: err.path)
+            try await Task.sleep(for: .seconds(delay))
+            let scanning = ((try? String(contentsOf: err, encoding: .utf8)) ?? "").contains("Scanning on hci0")
+            kill(scan, signal)
+            let status = await exitStatus(scan, within: 10)
+            if status == nil { kill(scan, SIGKILL); _ = waitForExit(scan) }
+            let text = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+            #expect(status != nil, "signal \(signal) after \(delay) s: still running 10 s later\n\(text)")
+            // Exit 0 once the handlers run; before that, the signal's own
+            // default action (128 + signal). Never a trap or abort.
+            #expect(status == 0 || status == 128 + signal, "signal \(signal) after \(delay) s: status \(status.map(String.init) ?? "none")\n\(text)")
+            if scanning { #expect(status == 0, "signal \(signal) once scanning: status \(status.map(String.init) ?? "none")\n\(text)") }
+        }
+    }
+}
+
+/// SIGTERM, SIGHUP and SIGINT at every stage of the dashboard's start-up
+/// (connecting, opening its stores, taking the terminal, running): it is
+/// gone within seconds and the terminal is back in canonical mode with
+/// echo — a dashboard killed between raw mode and its handlers would leave
+/// the user's shell unusable.
+@Suite(.timeLimit(.minutes(3)), .serialized) struct FaultMatrixDashboardSignalTests {
+    @Test func theTerminalIsRestoredWhateverTheMomentOfASignal() async throws {
+        let simulator = try await SimulatorProcess.start("test-basic.json")
+        defer { simulator.stop() }
+        for (signal, name, delay) in [(SIGTERM, "TERM", 0.05), (SIGHUP, "HUP", 0.25), (SIGTERM, "TERM", 0.6), (SIGINT, "INT", 1.5)] {
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-sig-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: state) }
+            let command = "'\(try DoctorCLI.executable())' dashboard --bus '\(simulator.address)' --state-dir '\(state.path)'"
+            let script = "\(command); echo EXIT=\\$?; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo; echo DONE; sleep 30"
+            let t = try await offPool { try Tmux(width: 100, height: 30, command: "sh -c \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"") }
+            defer { t.stop() }
+            try await Task.sleep(for: .seconds(delay))
+            _ = try await offPool {
+                let p = Process()
+                p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                p.arguments = ["pkill", "-\(name)", "-f", "dashboard --bus \(simulator.address) --state-dir \(state.path)"]
+                try p.run()
+                p.waitUntilExit()
+            }
+            guard let after = await t.waitFor("SIG\(name) after \(delay) s: DONE", seconds: 15, { $0.contains("DONE") }) else { continue }
+            #expect(after.contains("EXIT=0") || after.contains("EXIT=\(128 + signal)"), "SIG\(name) after \(delay) s:\n\(after)")
+            let modes = after.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+            #expect(modes.contains("icanon") && !modes.contains("-icanon"), "SIG\(name) after \(delay) s:\n\(after)")
+            #expect(modes.contains("echo") && !modes.contains("-echo"), "SIG\(name) after \(delay) s:\n\(after)")
+        }
+    }
+}
