@@ -26,8 +26,11 @@ struct DashboardCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await runReporting {
+            // Before the terminal: an unusable state directory is said on the
+            // plain screen, without a flash of the dashboard.
+            let directory = try state.writableDirectory()
             let terminal = try openTerminal()
-            let services = try await DashboardServices.start(bus: DBusBusAddress(parsing: bus), adapter: adapter, stateDirectory: try state.directory())
+            let services = try await DashboardServices.start(bus: DBusBusAddress(parsing: bus), adapter: adapter, stateDirectory: directory)
             if await services.run(terminal: terminal) == .connectionLost {
                 // The terminal is restored by now: the reason goes under the shell prompt.
                 printError("Error: lost the connection to the D-Bus bus (the bus daemon stopped or restarted); "

@@ -21,13 +21,30 @@ struct StateOptions: ParsableArguments {
 
     /// The readings database (created on first use).
     func database() throws -> ReadingStore {
+        let dir = try writableDirectory()
+        do { return try ReadingStore(path: dir.appendingPathComponent("readings.sqlite").path) } catch { throw CLIError("\(error)") }
+    }
+
+    /// The state directory, created (0700) if missing, for a command that
+    /// writes to it. Refused with the reason when it cannot be written: a
+    /// file in its place, or a read-only file system (where SQLite would
+    /// only say "unable to open database file", or open a database left
+    /// with its -shm file read-only and store nothing).
+    func writableDirectory() throws -> URL {
         let dir = try directory()
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: dir.path, isDirectory: &isDirectory), !isDirectory.boolValue {
+            throw CLIError("the state directory \(dir.path) is a file, not a directory; choose another with --state-dir")
+        }
         do {
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw CLIError("cannot create the state directory \(dir.path): \(error.localizedDescription)")
         }
-        do { return try ReadingStore(path: dir.appendingPathComponent("readings.sqlite").path) } catch { throw CLIError("\(error)") }
+        if access(dir.path, W_OK) != 0 {
+            throw CLIError("the state directory \(dir.path) is not writable: \(String(cString: strerror(errno)))")
+        }
+        return dir
     }
 
     /// Bindkeys for decoding encrypted advertisements; none when there is no

@@ -179,6 +179,31 @@ import TestSupport
         #expect(text.contains("bluetoothd did not answer org.freedesktop.DBus.ObjectManager.GetManagedObjects within 25.0 s"), "\(text)")
     }
 
+    /// A state directory the dashboard cannot write is named before it takes
+    /// the terminal: a file in its place everywhere; as root (CI), a
+    /// read-only tmpfs, where SQLite alone said "unable to open database file".
+    @Test func anUnusableStateDirectoryIsNamedBeforeTheDashboardStarts() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let file = dir.appendingPathComponent("state")
+        try Data().write(to: file)
+        let onFile = try await cli(["dashboard", "--bus", "unix:path=/nonexistent/bus", "--state-dir", file.path], timeout: 30)
+        #expect(onFile.status == 1, "\(onFile.stderr)")
+        #expect(onFile.stderr.contains("the state directory \(file.path) is a file, not a directory"), "\(onFile.stderr)")
+
+        guard getuid() == 0 else { return }   // mounting needs root; CI runs as root
+        let mountPoint = dir.appendingPathComponent("mnt")
+        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
+        guard Glibc.mount("tmpfs", mountPoint.path, "tmpfs", UInt(MS_RDONLY), "size=1m") == 0 else {
+            Issue.record("cannot mount a tmpfs as root: \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { _ = Glibc.umount2(mountPoint.path, 0) }
+        let readOnly = try await cli(["dashboard", "--bus", "unix:path=/nonexistent/bus", "--state-dir", mountPoint.path], timeout: 30)
+        #expect(readOnly.status == 1, "\(readOnly.stderr)")
+        #expect(readOnly.stderr.contains("the state directory \(mountPoint.path) is not writable: Read-only file system"), "\(readOnly.stderr)")
+    }
+
     /// Ctrl-C or SIGTERM while `scan` starts (before its handlers exist,
     /// connecting, starting discovery, scanning): it is gone within 10 s,
     /// never by a crash; once scanning it stops discovery and exits 0.
