@@ -279,6 +279,35 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
         }
     }
 
+    /// The adapter unplugged and plugged back (a USB dongle, a reset
+    /// controller): devices offline, then online and publishing again. The
+    /// adapter comes back unpowered and is powered a moment later; scanning
+    /// must start again by itself then (the repositories used to take that
+    /// for a power-off and end their discovery for good).
+    @Test func anAdapterUnpluggedAndBackTakesDevicesOfflineAndBackAndPublishingResumes() async throws {
+        var scenario = try demoScenario()
+        scenario.adapters[0].outages = [.init(at: 4, returnAt: 7)]
+        try await withBroker { broker in
+            let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
+            let inbox = Inbox(try await watcher.subscribe("\(Self.ruuvi)/#", qos: .atLeastOnce))
+            let gateway = try await GatewayHarness.start(scenario, broker: broker)
+            let seen = await inbox.wait(timeout: .seconds(30)) { all in
+                let statuses = all.filter { $0.topic == "\(Self.ruuvi)/status" }.compactMap(\.text)
+                guard let off = statuses.firstIndex(of: "offline"), statuses[off...].contains("online") else { return false }
+                guard let back = all.lastIndex(where: { $0.topic == "\(Self.ruuvi)/status" && $0.text == "online" }) else { return false }
+                return all[back...].contains { $0.topic == "\(Self.ruuvi)/state" }
+            }
+            let statuses = seen.filter { $0.topic == "\(Self.ruuvi)/status" }.compactMap(\.text)
+            #expect(statuses.contains("offline"), "the adapter left: the device went offline (\(statuses))")
+            let offIndex = try #require(statuses.firstIndex(of: "offline"))
+            #expect(statuses[offIndex...].contains("online"), "the adapter came back: online again (\(statuses))")
+            let back = try #require(seen.lastIndex { $0.topic == "\(Self.ruuvi)/status" && $0.text == "online" })
+            #expect(seen[back...].contains { $0.topic == "\(Self.ruuvi)/state" }, "publishing resumed")
+            await gateway.stop()
+            await watcher.disconnect()
+        }
+    }
+
     @Test func shutdownFlushesTheQueueAndGoesOffline() async throws {
         try await withBroker { broker in
             let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
