@@ -204,6 +204,37 @@ import TestSupport
         #expect(readOnly.stderr.contains("the state directory \(mountPoint.path) is not writable: Read-only file system"), "\(readOnly.stderr)")
     }
 
+    /// A full disk under a command's output: `import-btsnoop` says which
+    /// file it could not write and why, exits 1 and leaves no half-written
+    /// scenario (it writes a temporary file and renames it). As root (CI):
+    /// a full 64 KiB tmpfs.
+    @Test func aFullDiskIsNamedAndLeavesNoHalfWrittenFile() async throws {
+        guard getuid() == 0 else { return }   // mounting needs root; CI runs as root
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let mountPoint = dir.appendingPathComponent("full")
+        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
+        guard Glibc.mount("tmpfs", mountPoint.path, "tmpfs", 0, "size=64k") == 0 else {
+            Issue.record("cannot mount a tmpfs as root: \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { _ = Glibc.umount2(mountPoint.path, 0) }
+        // Fill it: writes stop at the size limit with ENOSPC.
+        let filler = mountPoint.appendingPathComponent("filler")
+        if let handle = fopen(filler.path, "w") {
+            let block = [UInt8](repeating: 0, count: 4096)
+            while fwrite(block, 1, block.count, handle) == block.count {}
+            fclose(handle)
+        }
+        let out = mountPoint.appendingPathComponent("out.json")
+        let capture = packageRoot().appendingPathComponent("fixtures/captures/heart-rate-h4.btsnoop")
+        let r = try await cli(["import-btsnoop", capture.path, "--out", out.path, "--quiet"], timeout: 30)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("cannot write \(out.path)") && r.stderr.contains("enough space"), "\(r.stderr)")
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: mountPoint.path)) ?? []
+        #expect(left == ["filler"], "nothing but the filler: \(left)")
+    }
+
     /// Ctrl-C or SIGTERM while `scan` starts (before its handlers exist,
     /// connecting, starting discovery, scanning): it is gone within 10 s,
     /// never by a crash; once scanning it stops discovery and exits 0.
