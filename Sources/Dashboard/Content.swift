@@ -89,7 +89,11 @@ public enum DashboardContent {
         case .loading: parts.append("…")
         case .failed, .unavailable: break
         }
-        if case let .unavailable(reason) = view.list.devices { parts.append("⚠ \(reason)") } else { parts.append("bluetoothd ✓") }
+        if case let .unavailable(reason) = view.list.devices {
+            parts.append("⚠ \(reason)")
+        } else {
+            parts.append(view.bluetoothdAnswering ? "bluetoothd ✓" : "⚠ bluetoothd not answering")
+        }
         b.put(parts.joined(separator: " │ "), x: 0, y: 0, width: b.width, style: Theme.header)
         let screenName: String
         switch view.screen {

@@ -159,8 +159,13 @@ public final class DashboardScreen {
         case let .navigation(stack):
             navigated(stack)
         case let .logEntries(snapshot):
-            for entry in snapshot.entries where entry.id > lastLogID && entry.severity >= .warning {
-                notice(entry.message, level: .error)
+            for entry in snapshot.entries where entry.id > lastLogID {
+                switch entry.kind {
+                case .bluetoothdNotAnswering: view.bluetoothdAnswering = false
+                case .bluetoothdAnswering, .bluetoothdAppeared, .bluetoothdVanished: view.bluetoothdAnswering = true
+                default: break
+                }
+                if entry.severity >= .warning { notice(entry.message, level: .error) }
             }
             lastLogID = max(lastLogID, snapshot.entries.last?.id ?? lastLogID)
         case .tick:

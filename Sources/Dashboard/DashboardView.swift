@@ -61,6 +61,9 @@ public struct DashboardView: Sendable, Equatable {
     public var input: InputLine?
     public var help = false
     public var notices: [Notice] = []
+    /// False while bluetoothd keeps its bus name but does not answer its
+    /// pings (the log's last word on it; see `BluetoothdLiveness`).
+    public var bluetoothdAnswering = true
     public var now: Date
     /// Times in the event log are shown in this zone (the user's).
     public var timeZone: TimeZone = .current

@@ -12,6 +12,10 @@ public struct LogEvent: Sendable, Equatable, Identifiable {
     public enum Kind: Sendable, Equatable {
         case bluetoothdAppeared
         case bluetoothdVanished
+        /// bluetoothd keeps its bus name but did not answer a ping within the time (stopped, hung, swamped).
+        case bluetoothdNotAnswering(timeout: Duration)
+        /// It answers again.
+        case bluetoothdAnswering
         case adapterAdded(AdapterID)
         case adapterRemoved(AdapterID)
         case adapterPowered(AdapterID, Bool)
@@ -30,8 +34,8 @@ public struct LogEvent: Sendable, Equatable, Identifiable {
             case let .deviceConnected(d), let .deviceDisconnected(d), let .connectionFailed(d, _),
                  let .pairingSucceeded(d), let .pairingFailed(d, _):
                 return d
-            case .bluetoothdAppeared, .bluetoothdVanished, .adapterAdded, .adapterRemoved, .adapterPowered,
-                 .storageFailed, .error:
+            case .bluetoothdAppeared, .bluetoothdVanished, .bluetoothdNotAnswering, .bluetoothdAnswering,
+                 .adapterAdded, .adapterRemoved, .adapterPowered, .storageFailed, .error:
                 return nil
             }
         }
@@ -39,11 +43,11 @@ public struct LogEvent: Sendable, Equatable, Identifiable {
         /// How serious the event is unless the caller says otherwise.
         public var defaultSeverity: Severity {
             switch self {
-            case .bluetoothdAppeared, .adapterAdded, .deviceConnected, .deviceDisconnected, .pairingSucceeded:
+            case .bluetoothdAppeared, .bluetoothdAnswering, .adapterAdded, .deviceConnected, .deviceDisconnected, .pairingSucceeded:
                 return .info
             case let .adapterPowered(_, on):
                 return on ? .info : .warning
-            case .bluetoothdVanished, .adapterRemoved, .connectionFailed:
+            case .bluetoothdVanished, .bluetoothdNotAnswering, .adapterRemoved, .connectionFailed:
                 return .warning
             case .pairingFailed, .storageFailed, .error:
                 return .error
@@ -57,6 +61,9 @@ public struct LogEvent: Sendable, Equatable, Identifiable {
             switch self {
             case .bluetoothdAppeared: return "bluetoothd is running"
             case .bluetoothdVanished: return "bluetoothd is not running"
+            case let .bluetoothdNotAnswering(timeout):
+                return "bluetoothd did not answer within \(timeout.components.seconds) s: it is stopped, hung or overloaded"
+            case .bluetoothdAnswering: return "bluetoothd answers again"
             case let .adapterAdded(a): return "adapter \(a.name) added"
             case let .adapterRemoved(a): return "adapter \(a.name) removed"
             case let .adapterPowered(a, on): return "adapter \(a.name) powered \(on ? "on" : "off")"
@@ -210,6 +217,21 @@ public final class EventLog: Sendable {
                 case let .paired(d): self.append(.pairingSucceeded(d))
                 case let .failed(d, reason): self.append(.pairingFailed(d, reason: reason))
                 }
+            }
+        })
+    }
+
+    /// bluetoothd not answering and answering again (transitions only; it
+    /// starts out answering).
+    public func feed(from liveness: BluetoothdLiveness) -> EventLogFeed {
+        let states = liveness.states()
+        let timeout = liveness.timeout
+        return EventLogFeed(Task { [weak self] in
+            var answering = true
+            for await answered in states where answered != answering {
+                guard let self else { return }
+                answering = answered
+                self.append(answered ? .bluetoothdAnswering : .bluetoothdNotAnswering(timeout: timeout))
             }
         })
     }

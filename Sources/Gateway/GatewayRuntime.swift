@@ -522,36 +522,16 @@ public final class GatewayRuntime: Sendable {
         }
     }
 
-    /// Asks bluetoothd every ``GatewayOptions/bluetoothdPingInterval``
-    /// whether it still answers (org.freedesktop.DBus.Peer.Ping, which
-    /// libdbus answers from bluetoothd's main loop). A bluetoothd that is
-    /// stopped (SIGSTOP), deadlocked or swamped keeps its bus name, so the
-    /// mirror sees nothing wrong while every device goes quiet; this makes
-    /// it a health signal, a metric and one log line per change.
+    /// Follows ``BluetoothdLiveness`` (a ping every
+    /// ``GatewayOptions/bluetoothdPingInterval``, at most 5 s to answer):
+    /// a bluetoothd that keeps its bus name but stops answering becomes a
+    /// health signal, a metric and one log line per change.
     private func bluetoothdLiveness() async {
         guard let interval = options.bluetoothdPingInterval, interval > .zero else { return }
         let timeout = min(interval, .seconds(5))
+        let liveness = BluetoothdLiveness(client: client, interval: interval, timeout: timeout)
         var answering = true
-        while !Task.isCancelled {
-            do { try await Task.sleep(for: interval) } catch { return }
-            guard metrics.current.bluetoothdAvailable else {
-                // Gone from the bus: that is its own signal; a new one starts answering.
-                if !answering {
-                    answering = true
-                    metrics.update { $0.bluetoothdAnswering = true }
-                }
-                continue
-            }
-            var answered = true
-            do {
-                _ = try await client.connection.call(destination: BlueZInterface.service, path: "/",
-                                                     interface: "org.freedesktop.DBus.Peer", member: "Ping", timeout: timeout)
-            } catch DBusError.remote {
-                // An error reply is an answer too.
-            } catch {
-                if Task.isCancelled { return }
-                answered = false
-            }
+        for await answered in liveness.states() {
             guard answered != answering else { continue }
             answering = answered
             metrics.update { $0.bluetoothdAnswering = answered }
@@ -561,6 +541,7 @@ public final class GatewayRuntime: Sendable {
                 logger.warning("bluetoothd holds its bus name but did not answer a ping within \(timeout) (stopped, hung or swamped); /healthz says degraded until it does")
             }
         }
+        withExtendedLifetime(liveness) {}
     }
 
     private func metricsLoop() async {

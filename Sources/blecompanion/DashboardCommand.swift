@@ -82,13 +82,18 @@ struct DashboardServices {
         let pairing = BlueZPairingService(client: client)
         let recorder = ReadingRecorder(repository: devices, store: database)
         let log = EventLog(names: EventLog.deviceNames(in: client.mirror))
-        let feeds = [log.feed(from: client.mirror), log.feed(from: manager), log.feed(from: pairing), log.feed(from: recorder)]
+        // A ping every 5 s, 3 s to answer: a stopped or hung bluetoothd
+        // shows in the header within 8 s (it keeps its bus name, so nothing
+        // else would say so).
+        let liveness = BluetoothdLiveness(client: client, interval: .seconds(5), timeout: .seconds(3))
+        let feeds = [log.feed(from: client.mirror), log.feed(from: manager), log.feed(from: pairing), log.feed(from: recorder),
+                     log.feed(from: liveness)]
         if !client.mirror.snapshot().available { log.append(.bluetoothdVanished) }
         let environment = DashboardEnvironment(devices: devices, control: control, history: database, watchList: watches,
                                                pairing: pairing, adapters: adapters, log: log)
         let screen = DashboardScreen(environment: environment)
         return DashboardServices(screen: screen, parts: [client, settings, database, adapters, devices, control, manager, watches,
-                                                         pairing, recorder, log] + feeds)
+                                                         pairing, recorder, log, liveness] + feeds)
     }
 
     enum Ending { case quit, connectionLost }

@@ -135,6 +135,39 @@ import TestSupport
     }
 }
 
+/// A bluetoothd that keeps its bus name but stops answering (SIGSTOP here;
+/// hung or swamped in the field): the dashboard's header says so within a
+/// ping interval and a timeout (5 + 3 s), and goes back to ✓ once it
+/// answers; keys keep working meanwhile.
+@Suite(.timeLimit(.minutes(2))) struct FaultMatrixDashboardLivenessTests {
+    @Test func theHeaderSaysWhenBluetoothdStopsAnsweringAndWhenItAnswersAgain() async throws {
+        let simulator = try await SimulatorProcess.start("test-basic.json")
+        let simulatorPID = simulator.process.processIdentifier
+        defer {
+            kill(simulatorPID, SIGCONT)
+            simulator.stop()
+        }
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-live-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let script = "'\(try DoctorCLI.executable())' dashboard --bus '\(simulator.address)' --state-dir '\(state.path)'; echo EXIT=\\$?; sleep 30"
+        let t = try await offPool { try Tmux(width: 120, height: 30, command: "sh -c \"\(script)\"") }
+        defer { t.stop() }
+        func header(_ screen: String) -> String { String(screen.split(separator: "\n").first ?? "") }
+        _ = await t.waitFor("the header with bluetoothd ✓", seconds: 10) { header($0).contains("bluetoothd ✓") }
+        kill(simulatorPID, SIGSTOP)
+        _ = await t.waitFor("bluetoothd not answering", seconds: 15) { header($0).contains("⚠ bluetoothd not answering") }
+        // Keys still work: the help overlay opens and closes.
+        try await t.keys("?")
+        _ = await t.waitFor("Keys — device list", seconds: 5)
+        try await t.keys("Escape")
+        kill(simulatorPID, SIGCONT)
+        _ = await t.waitFor("bluetoothd ✓ again", seconds: 15) { header($0).contains("bluetoothd ✓") }
+        try await t.keys("q")
+        let after = await t.waitFor("EXIT=", seconds: 10)
+        #expect(after?.contains("EXIT=0") == true, "\(after ?? "")")
+    }
+}
+
 /// The fault matrix's cells that need no outage scenario: a bluetoothd that
 /// keeps its name but does not answer, and signals at every stage of
 /// `scan`'s start-up. Not serialized: they wait on their own processes.
