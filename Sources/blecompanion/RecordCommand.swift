@@ -90,7 +90,22 @@ struct RecordCommand: AsyncParsableCommand {
                 var redaction = Redaction()
                 scenario = redaction.redact(scenario)
             }
-            do { try AtomicFile.write(scenario.jsonText(), to: out) } catch { throw CLIError("\(error)") }
+            let text = scenario.jsonText()
+            do {
+                try AtomicFile.write(text, to: out)
+            } catch {
+                // A full disk or a directory gone since the start must not
+                // cost the recording: keep it in the temporary directory
+                // and say where.
+                let base = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+                let kept = "\(base)/blecompanion-recording-\(getpid())-\(Int(Date().timeIntervalSince1970)).json"
+                do {
+                    try AtomicFile.write(text, to: kept)
+                    throw CLIError("\(error). The recording is kept in \(kept); move it where you want it.")
+                } catch let fallback as CaptureFileError {
+                    throw CLIError("\(error); it could not be kept elsewhere either (\(fallback))")
+                }
+            }
             let events = scenario.devices.reduce(0) { $0 + ($1.advertising?.events.count ?? 0) }
             printError("Wrote \(out): \(scenario.adapters.count) adapter(s), \(scenario.devices.count) device(s), \(events) advertising event(s), \(scenario.outages.count) bluetoothd outage(s) in \(String(format: "%.1f", scenario.duration ?? 0)) s\(redact ? ", redacted" : "").")
         }

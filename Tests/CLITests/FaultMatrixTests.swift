@@ -268,6 +268,45 @@ import TestSupport
         #expect(left == ["filler"], "nothing but the filler: \(left)")
     }
 
+    /// A disk that fills while `record` runs: the file cannot be written at
+    /// the end, and the recording is not lost — it is kept in the temporary
+    /// directory and the error says where (exit 1). As root (CI).
+    @Test func aRecordingThatCannotBeWrittenIsKeptElsewhere() async throws {
+        guard getuid() == 0 else { return }   // mounting needs root; CI runs as root
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let mountPoint = dir.appendingPathComponent("full")
+        let spare = dir.appendingPathComponent("tmp")
+        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: spare, withIntermediateDirectories: true)
+        guard Glibc.mount("tmpfs", mountPoint.path, "tmpfs", 0, "size=64k") == 0 else {
+            Issue.record("cannot mount a tmpfs as root: \(String(cString: strerror(errno)))")
+            return
+        }
+        defer { _ = Glibc.umount2(mountPoint.path, 0) }
+        if let handle = fopen(mountPoint.appendingPathComponent("filler").path, "w") {
+            let block = [UInt8](repeating: 0, count: 4096)
+            while fwrite(block, 1, block.count, handle) == block.count {}
+            fclose(handle)
+        }
+        let simulator = try await SimulatorProcess.start("test-basic.json")
+        defer { simulator.stop() }
+        let out = mountPoint.appendingPathComponent("recording.json")
+        var environment = ProcessInfo.processInfo.environment
+        environment["TMPDIR"] = spare.path
+        let r = try await DoctorCLI.run(["record", "--bus", simulator.address, "--scan", "--duration", "2", "--out", out.path],
+                                        environment: environment, timeout: 30)
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("cannot write \(out.path): No space left on device"), "\(r.stderr)")
+        let kept = try FileManager.default.contentsOfDirectory(atPath: spare.path).filter { $0.hasPrefix("blecompanion-recording-") }
+        #expect(kept.count == 1, "\(kept)")
+        if let name = kept.first {
+            #expect(r.stderr.contains("The recording is kept in \(spare.path)/\(name)"), "\(r.stderr)")
+            let json = try JSONSerialization.jsonObject(with: Data(contentsOf: spare.appendingPathComponent(name))) as? [String: Any]
+            #expect((json?["devices"] as? [Any])?.isEmpty == false, "the kept recording has the devices")
+        }
+    }
+
     /// Ctrl-C or SIGTERM while `scan` starts (before its handlers exist,
     /// connecting, starting discovery, scanning): it is gone within 10 s,
     /// never by a crash; once scanning it stops discovery and exits 0.
