@@ -4,6 +4,30 @@ import Glibc
 import Testing
 import TestSupport
 
+/// A new temporary directory for one test.
+private func temporaryDirectory() throws -> URL {
+    let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-faults-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+private func text(_ path: URL) -> String { (try? String(contentsOf: path, encoding: .utf8)) ?? "" }
+
+/// The exit status of `pid` once it has exited, within `seconds` (polled: a
+/// blocking wait cannot be interrupted by the time limit); nil if it is
+/// still running then.
+private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    repeat {
+        var status: Int32 = 0
+        if waitpid(pid, &status, WNOHANG) == pid {
+            return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+    } while ContinuousClock.now < deadline
+    return nil
+}
+
 /// The fault matrix's CLI and dashboard cells (docs/RELIABILITY.md, "Fault
 /// matrix"): what `scan` and the dashboard do when bluetoothd leaves and
 /// returns, the adapter is unplugged and plugged back, and the bus daemon
@@ -26,13 +50,6 @@ import TestSupport
         return path.path
     }
 
-    func temporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-faults-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
-    }
-
-    func text(_ path: URL) -> String { (try? String(contentsOf: path, encoding: .utf8)) ?? "" }
 
     /// Polls until `condition` holds or `seconds` pass.
     func until(_ seconds: Double, _ condition: () -> Bool) async -> Bool {
@@ -44,20 +61,6 @@ import TestSupport
         return condition()
     }
 
-    /// The exit status of `pid` once it has exited, within `seconds`
-    /// (polled: a blocking wait cannot be interrupted by the time limit);
-    /// nil if it is still running then.
-    func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        repeat {
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid {
-                return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-            }
-            try? await Task.sleep(for: .milliseconds(50))
-        } while ContinuousClock.now < deadline
-        return nil
-    }
 
     @Test func scanRidesOutBluetoothdAndAdapterOutagesAndEndsWith69WhenTheBusGoes() async throws {
         let dir = try temporaryDirectory()
@@ -172,23 +175,6 @@ import TestSupport
 /// keeps its name but does not answer, and signals at every stage of
 /// `scan`'s start-up. Not serialized: they wait on their own processes.
 @Suite(.timeLimit(.minutes(2))) struct FaultMatrixProcessTests {
-    func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
-        let deadline = ContinuousClock.now + .seconds(seconds)
-        repeat {
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid {
-                return (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
-            }
-            try? await Task.sleep(for: .milliseconds(50))
-        } while ContinuousClock.now < deadline
-        return nil
-    }
-
-    func temporaryDirectory() throws -> URL {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-faults-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir
-    }
 
     /// bluetoothd stopped (SIGSTOP; in the field hung or swamped) keeps its
     /// bus name: a command waits for D-Bus's 25 s call timeout, then says

@@ -256,6 +256,23 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
     @Test func bluetoothdVanishingTakesDevicesOfflineAndBackAndPublishingResumes() async throws {
         var scenario = try demoScenario()
         scenario.outages = [.init(at: 4, returnAt: 7)]
+        try await expectOfflineThenOnlineAndPublishing(scenario, while: "bluetoothd left")
+    }
+
+    /// The adapter unplugged and plugged back (a USB dongle, a reset
+    /// controller): devices offline, then online and publishing again. The
+    /// adapter comes back unpowered and is powered a moment later; scanning
+    /// must start again by itself then (the repositories used to take that
+    /// for a power-off and end their discovery for good).
+    @Test func anAdapterUnpluggedAndBackTakesDevicesOfflineAndBackAndPublishingResumes() async throws {
+        var scenario = try demoScenario()
+        scenario.adapters[0].outages = [.init(at: 4, returnAt: 7)]
+        try await expectOfflineThenOnlineAndPublishing(scenario, while: "the adapter left")
+    }
+
+    /// Runs the gateway on `scenario` (an outage in it): the RuuviTag's
+    /// status goes offline, then online, and state messages follow.
+    func expectOfflineThenOnlineAndPublishing(_ scenario: Scenario, while what: String) async throws {
         try await withBroker { broker in
             let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
             let inbox = Inbox(try await watcher.subscribe("\(Self.ruuvi)/#", qos: .atLeastOnce))
@@ -269,38 +286,9 @@ func json(_ message: MQTTMessage) -> [String: Any]? {
             }
             let statuses = seen.filter { $0.topic == "\(Self.ruuvi)/status" }.compactMap(\.text)
             #expect(statuses.first == "online")
-            #expect(statuses.contains("offline"), "bluetoothd left: the device went offline (\(statuses))")
+            #expect(statuses.contains("offline"), "\(what): the device went offline (\(statuses))")
             let offIndex = try #require(statuses.firstIndex(of: "offline"))
-            #expect(statuses[offIndex...].contains("online"), "bluetoothd came back: online again (\(statuses))")
-            let back = try #require(seen.lastIndex { $0.topic == "\(Self.ruuvi)/status" && $0.text == "online" })
-            #expect(seen[back...].contains { $0.topic == "\(Self.ruuvi)/state" }, "publishing resumed")
-            await gateway.stop()
-            await watcher.disconnect()
-        }
-    }
-
-    /// The adapter unplugged and plugged back (a USB dongle, a reset
-    /// controller): devices offline, then online and publishing again. The
-    /// adapter comes back unpowered and is powered a moment later; scanning
-    /// must start again by itself then (the repositories used to take that
-    /// for a power-off and end their discovery for good).
-    @Test func anAdapterUnpluggedAndBackTakesDevicesOfflineAndBackAndPublishingResumes() async throws {
-        var scenario = try demoScenario()
-        scenario.adapters[0].outages = [.init(at: 4, returnAt: 7)]
-        try await withBroker { broker in
-            let watcher = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port))
-            let inbox = Inbox(try await watcher.subscribe("\(Self.ruuvi)/#", qos: .atLeastOnce))
-            let gateway = try await GatewayHarness.start(scenario, broker: broker)
-            let seen = await inbox.wait(timeout: .seconds(30)) { all in
-                let statuses = all.filter { $0.topic == "\(Self.ruuvi)/status" }.compactMap(\.text)
-                guard let off = statuses.firstIndex(of: "offline"), statuses[off...].contains("online") else { return false }
-                guard let back = all.lastIndex(where: { $0.topic == "\(Self.ruuvi)/status" && $0.text == "online" }) else { return false }
-                return all[back...].contains { $0.topic == "\(Self.ruuvi)/state" }
-            }
-            let statuses = seen.filter { $0.topic == "\(Self.ruuvi)/status" }.compactMap(\.text)
-            #expect(statuses.contains("offline"), "the adapter left: the device went offline (\(statuses))")
-            let offIndex = try #require(statuses.firstIndex(of: "offline"))
-            #expect(statuses[offIndex...].contains("online"), "the adapter came back: online again (\(statuses))")
+            #expect(statuses[offIndex...].contains("online"), "\(what) and came back: online again (\(statuses))")
             let back = try #require(seen.lastIndex { $0.topic == "\(Self.ruuvi)/status" && $0.text == "online" })
             #expect(seen[back...].contains { $0.topic == "\(Self.ruuvi)/state" }, "publishing resumed")
             await gateway.stop()
