@@ -100,36 +100,8 @@ func printLine(_ text: String) {
 
 /// Waits until SIGINT or SIGTERM arrives; returns its number.
 func waitForStopSignal() async -> Int32 {
-    let box = SignalWaitSources()
-    return await withCheckedContinuation { (c: CheckedContinuation<Int32, Never>) in
-        box.start { sig in c.resume(returning: sig) }
-    }
-}
-
-final class SignalWaitSources: @unchecked Sendable {
-    // Guarded by `lock`; the handler resumes the continuation once.
-    private let lock = NSLock()
-    private var sources: [any DispatchSourceSignal] = []
-    private var done = false
-
-    func start(_ onSignal: @escaping @Sendable (Int32) -> Void) {
-        lock.lock()
-        defer { lock.unlock() }
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { [weak self] in
-                guard let self else { return }
-                let first: Bool = self.lock.withLock {
-                    if self.done { return false }
-                    self.done = true
-                    for s in self.sources { s.cancel() }
-                    return true
-                }
-                if first { onSignal(sig) }
-            }
-            source.resume()
-            sources.append(source)
-        }
+    while true {
+        if let signal = await StopSignals.wait() { return signal }
+        if Task.isCancelled { return SIGTERM }
     }
 }

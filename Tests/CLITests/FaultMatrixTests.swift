@@ -62,14 +62,26 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
     }
 
 
+    /// A private bus (so the test can take it away) with the simulator
+    /// playing `faultyScenario` on it. Stopping the bus twice is harmless.
+    func startFaultyBus(in dir: URL) async throws -> (PrivateBus, SimulatorProcess) {
+        let bus = try PrivateBus.start()
+        do {
+            return (bus, try await SimulatorProcess.start(try faultyScenario(in: dir), bus: bus.address))
+        } catch {
+            bus.stop()
+            throw error
+        }
+    }
+
     @Test func scanRidesOutBluetoothdAndAdapterOutagesAndEndsWith69WhenTheBusGoes() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let bus = try PrivateBus.start()
-        var busStopped = false
-        defer { if !busStopped { bus.stop() } }
-        let simulator = try await SimulatorProcess.start(try faultyScenario(in: dir), bus: bus.address)
-        defer { simulator.stop() }
+        let (bus, simulator) = try await startFaultyBus(in: dir)
+        defer {
+            simulator.stop()
+            bus.stop()
+        }
         let out = dir.appendingPathComponent("scan.out"), err = dir.appendingPathComponent("scan.err")
         let scan = try spawn(try builtExecutable("blecompanion"), ["scan", "--bus", bus.address], stdout: out.path, stderr: err.path)
         var exited = false
@@ -90,7 +102,6 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
 
         // The bus daemon goes: nothing can come back on this connection.
         bus.stop()
-        busStopped = true
         let status = await exitStatus(scan, within: 10)
         exited = status != nil
         #expect(status == 69, "\(text(err))")
@@ -100,11 +111,11 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
     @Test func theDashboardRidesOutBluetoothdAndAdapterOutagesAndEndsWith69WhenTheBusGoes() async throws {
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let bus = try PrivateBus.start()
-        var busStopped = false
-        defer { if !busStopped { bus.stop() } }
-        let simulator = try await SimulatorProcess.start(try faultyScenario(in: dir), bus: bus.address)
-        defer { simulator.stop() }
+        let (bus, simulator) = try await startFaultyBus(in: dir)
+        defer {
+            simulator.stop()
+            bus.stop()
+        }
         let state = dir.appendingPathComponent("state")
         // `\$?`: tmux hands the command to a shell whose double quotes would
         // otherwise expand `$?` (to 0) before the inner shell runs.
@@ -130,7 +141,6 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
 
         // The bus daemon goes: the dashboard leaves the screen, says why, exits 69.
         bus.stop()
-        busStopped = true
         guard let after = await t.waitFor("EXIT=", seconds: 15) else { return }
         #expect(after.contains("EXIT=69"), "\(after)")
         #expect(after.contains("lost the connection to the D-Bus bus"), "\(after)")
@@ -210,14 +220,10 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         #expect(onFile.status == 1, "\(onFile.stderr)")
         #expect(onFile.stderr.contains("the state directory \(file.path) is a file, not a directory"), "\(onFile.stderr)")
 
-        guard getuid() == 0 else { return }   // mounting needs root; CI runs as root
-        let mountPoint = dir.appendingPathComponent("mnt")
-        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
-        guard Glibc.mount("tmpfs", mountPoint.path, "tmpfs", UInt(MS_RDONLY), "size=1m") == 0 else {
-            Issue.record("cannot mount a tmpfs as root: \(String(cString: strerror(errno)))")
-            return
-        }
-        defer { _ = Glibc.umount2(mountPoint.path, 0) }
+        // Mounting needs root; CI runs as root.
+        guard let tmpfs = try Tmpfs.mount(at: dir.appendingPathComponent("mnt"), size: "1m", readOnly: true) else { return }
+        defer { tmpfs.unmount() }
+        let mountPoint = tmpfs.path
         let readOnly = try await cli(["dashboard", "--bus", "unix:path=/nonexistent/bus", "--state-dir", mountPoint.path], timeout: 30)
         #expect(readOnly.status == 1, "\(readOnly.stderr)")
         #expect(readOnly.stderr.contains("the state directory \(mountPoint.path) is not writable: Read-only file system"), "\(readOnly.stderr)")
@@ -228,23 +234,13 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
     /// scenario (it writes a temporary file and renames it). As root (CI):
     /// a full 64 KiB tmpfs.
     @Test func aFullDiskIsNamedAndLeavesNoHalfWrittenFile() async throws {
-        guard getuid() == 0 else { return }   // mounting needs root; CI runs as root
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let mountPoint = dir.appendingPathComponent("full")
-        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
-        guard Glibc.mount("tmpfs", mountPoint.path, "tmpfs", 0, "size=64k") == 0 else {
-            Issue.record("cannot mount a tmpfs as root: \(String(cString: strerror(errno)))")
-            return
-        }
-        defer { _ = Glibc.umount2(mountPoint.path, 0) }
-        // Fill it: writes stop at the size limit with ENOSPC.
-        let filler = mountPoint.appendingPathComponent("filler")
-        if let handle = fopen(filler.path, "w") {
-            let block = [UInt8](repeating: 0, count: 4096)
-            while fwrite(block, 1, block.count, handle) == block.count {}
-            fclose(handle)
-        }
+        // Mounting needs root; CI runs as root.
+        guard let tmpfs = try Tmpfs.mount(at: dir.appendingPathComponent("full"), size: "64k") else { return }
+        defer { tmpfs.unmount() }
+        tmpfs.fill()
+        let mountPoint = tmpfs.path
         let out = mountPoint.appendingPathComponent("out.json")
         let capture = packageRoot().appendingPathComponent("fixtures/captures/heart-rate-h4.btsnoop")
         let r = try await cli(["import-btsnoop", capture.path, "--out", out.path, "--quiet"], timeout: 30)
@@ -258,23 +254,15 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
     /// the end, and the recording is not lost — it is kept in the temporary
     /// directory and the error says where (exit 1). As root (CI).
     @Test func aRecordingThatCannotBeWrittenIsKeptElsewhere() async throws {
-        guard getuid() == 0 else { return }   // mounting needs root; CI runs as root
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
-        let mountPoint = dir.appendingPathComponent("full")
         let spare = dir.appendingPathComponent("tmp")
-        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
         try FileManager.default.createDirectory(at: spare, withIntermediateDirectories: true)
-        guard Glibc.mount("tmpfs", mountPoint.path, "tmpfs", 0, "size=64k") == 0 else {
-            Issue.record("cannot mount a tmpfs as root: \(String(cString: strerror(errno)))")
-            return
-        }
-        defer { _ = Glibc.umount2(mountPoint.path, 0) }
-        if let handle = fopen(mountPoint.appendingPathComponent("filler").path, "w") {
-            let block = [UInt8](repeating: 0, count: 4096)
-            while fwrite(block, 1, block.count, handle) == block.count {}
-            fclose(handle)
-        }
+        // Mounting needs root; CI runs as root.
+        guard let tmpfs = try Tmpfs.mount(at: dir.appendingPathComponent("full"), size: "64k") else { return }
+        defer { tmpfs.unmount() }
+        tmpfs.fill()
+        let mountPoint = tmpfs.path
         let simulator = try await SimulatorProcess.start("test-basic.json")
         defer { simulator.stop() }
         let out = mountPoint.appendingPathComponent("recording.json")

@@ -114,15 +114,10 @@ final class NotifySocket: Sendable {
         #expect(onFile.status == 74, "\(onFile.stderr)")
         #expect(onFile.stderr.contains("cannot create the state directory \(file.path)"), "\(onFile.stderr)")
 
-        guard getuid() == 0 else { return }   // mounting needs root; CI runs as root
-        let mountPoint = dir.appendingPathComponent("mnt")
-        try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: true)
-        guard Glibc.mount("tmpfs", mountPoint.path, "tmpfs", 0, "size=4m") == 0 else {
-            Issue.record("cannot mount a tmpfs as root: \(String(cString: strerror(errno)))")
-            return
-        }
-        defer { _ = Glibc.umount2(mountPoint.path, 0) }
-        let state = mountPoint.appendingPathComponent("state")
+        // Mounting needs root; CI runs as root.
+        guard let tmpfs = try Tmpfs.mount(at: dir.appendingPathComponent("mnt"), size: "4m") else { return }
+        defer { tmpfs.unmount() }
+        let state = tmpfs.path.appendingPathComponent("state")
         let config = try configure(state)
         // A first run makes the databases (it cannot reach the broker; SIGTERM ends it).
         let pid = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path],
@@ -133,7 +128,7 @@ final class NotifySocket: Sendable {
         kill(pid, SIGTERM)
         _ = try await offPool { waitForExit(pid) }
         #expect(FileManager.default.fileExists(atPath: state.appendingPathComponent("readings.sqlite").path))
-        #expect(Glibc.mount("tmpfs", mountPoint.path, "tmpfs", UInt(MS_REMOUNT | MS_RDONLY), nil) == 0, "\(String(cString: strerror(errno)))")
+        try tmpfs.remountReadOnly()
         // Bounded: a gateway that starts anyway must not hang the suite.
         let second = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path],
                                stderr: dir.appendingPathComponent("read-only.log").path)

@@ -50,6 +50,9 @@ struct ScanCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await runReporting {
+            // First: Ctrl-C from here on ends the scan cleanly (exit 0),
+            // whenever it comes.
+            let stop = StopSignal(after: duration)
             let client = try await options.client()
             let adapter = try options.adapter(of: client)
             let keys = try options.bindkeys()
@@ -67,7 +70,6 @@ struct ScanCommand: AsyncParsableCommand {
             if !options.json { printError("Scanning on \(adapter.id.name)… (Ctrl-C to stop)") }
             let reported = ReportedDevices()
             for d in before where report(d, client, keys: keys) { reported.insert(d.id) }
-            let stop = StopSignal(after: duration)
             let connection = client.connection
             // True when the bus connection went away (the bus daemon stopped
             // or restarted): no discovery can come back on it, so the scan
@@ -249,32 +251,24 @@ final class ReportedDevices: Sendable {
     func remove(_ id: DeviceID) -> Bool { ids.withLock { $0.remove(id) != nil } }
 }
 
-/// Completes after `seconds`, or at SIGINT/SIGTERM (whichever first).
-final class StopSignal: @unchecked Sendable {
-    private let stream: AsyncStream<Void>
-    private let continuation: AsyncStream<Void>.Continuation
-    private var sources: [any DispatchSourceSignal] = []
+/// Completes after `seconds`, or at SIGINT/SIGTERM (whichever first). The
+/// signals are caught from the moment it is made (``StopSignals``).
+final class StopSignal: Sendable {
+    private let seconds: Double?
 
     init(after seconds: Double?) {
-        (stream, continuation) = AsyncStream<Void>.makeStream()
-        let c = continuation
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { c.yield(()) }
-            source.resume()
-            sources.append(source)
-        }
-        if let seconds {
-            Task {
-                try? await Task.sleep(for: Bounds.duration(seconds: seconds))
-                c.yield(())
-            }
-        }
+        self.seconds = seconds
+        StopSignals.install()
     }
 
     func wait() async {
-        for await _ in stream { break }
-        for s in sources { s.cancel() }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { _ = await StopSignals.wait() }
+            if let seconds {
+                group.addTask { try? await Task.sleep(for: Bounds.duration(seconds: seconds)) }
+            }
+            await group.next()
+            group.cancelAll()
+        }
     }
 }
