@@ -4,6 +4,14 @@ import Glibc
 import Testing
 import TestSupport
 
+extension SimulatorProcess {
+    /// Continues it first (a test may have SIGSTOPped it), then stops it.
+    func stopEvenIfStopped() {
+        kill(process.processIdentifier, SIGCONT)
+        stop()
+    }
+}
+
 /// A new temporary directory for one test.
 private func temporaryDirectory() throws -> URL {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-faults-\(UUID().uuidString)")
@@ -63,25 +71,37 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
 
 
     /// A private bus (so the test can take it away) with the simulator
-    /// playing `faultyScenario` on it. Stopping the bus twice is harmless.
-    func startFaultyBus(in dir: URL) async throws -> (PrivateBus, SimulatorProcess) {
-        let bus = try PrivateBus.start()
-        do {
-            return (bus, try await SimulatorProcess.start(try faultyScenario(in: dir), bus: bus.address))
-        } catch {
+    /// playing `faultyScenario` on it, in a temporary directory. `stop()`
+    /// stops both and removes the directory; stopping the bus twice is
+    /// harmless.
+    struct FaultyBus: Sendable {
+        let dir: URL
+        let bus: PrivateBus
+        let simulator: SimulatorProcess
+
+        static func start(_ scenario: (URL) throws -> String) async throws -> FaultyBus {
+            let dir = try temporaryDirectory()
+            let bus = try PrivateBus.start()
+            do {
+                return FaultyBus(dir: dir, bus: bus, simulator: try await SimulatorProcess.start(try scenario(dir), bus: bus.address))
+            } catch {
+                bus.stop()
+                try? FileManager.default.removeItem(at: dir)
+                throw error
+            }
+        }
+
+        func stop() {
+            simulator.stop()
             bus.stop()
-            throw error
+            try? FileManager.default.removeItem(at: dir)
         }
     }
 
     @Test func scanRidesOutBluetoothdAndAdapterOutagesAndEndsWith69WhenTheBusGoes() async throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let (bus, simulator) = try await startFaultyBus(in: dir)
-        defer {
-            simulator.stop()
-            bus.stop()
-        }
+        let faulty = try await FaultyBus.start(faultyScenario)
+        defer { faulty.stop() }
+        let (dir, bus) = (faulty.dir, faulty.bus)
         let out = dir.appendingPathComponent("scan.out"), err = dir.appendingPathComponent("scan.err")
         let scan = try spawn(try builtExecutable("blecompanion"), ["scan", "--bus", bus.address], stdout: out.path, stderr: err.path)
         var exited = false
@@ -109,13 +129,9 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
     }
 
     @Test func theDashboardRidesOutBluetoothdAndAdapterOutagesAndEndsWith69WhenTheBusGoes() async throws {
-        let dir = try temporaryDirectory()
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let (bus, simulator) = try await startFaultyBus(in: dir)
-        defer {
-            simulator.stop()
-            bus.stop()
-        }
+        let faulty = try await FaultyBus.start(faultyScenario)
+        defer { faulty.stop() }
+        let (dir, bus) = (faulty.dir, faulty.bus)
         let state = dir.appendingPathComponent("state")
         // `\$?`: tmux hands the command to a shell whose double quotes would
         // otherwise expand `$?` (to 0) before the inner shell runs.
@@ -156,10 +172,7 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
     @Test func theHeaderSaysWhenBluetoothdStopsAnsweringAndWhenItAnswersAgain() async throws {
         let simulator = try await SimulatorProcess.start("test-basic.json")
         let simulatorPID = simulator.process.processIdentifier
-        defer {
-            kill(simulatorPID, SIGCONT)
-            simulator.stop()
-        }
+        defer { simulator.stopEvenIfStopped() }
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-live-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: state) }
         let script = "'\(try DoctorCLI.executable())' dashboard --bus '\(simulator.address)' --state-dir '\(state.path)'; echo EXIT=\\$?; sleep 30"
@@ -192,10 +205,7 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
     @Test func aHungBluetoothdIsNamedWhenACommandGivesUp() async throws {
         let simulator = try await SimulatorProcess.start("test-basic.json")
         let simulatorPID = simulator.process.processIdentifier
-        defer {
-            kill(simulatorPID, SIGCONT)
-            simulator.stop()
-        }
+        defer { simulator.stopEvenIfStopped() }
         let dir = try temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         kill(simulatorPID, SIGSTOP)
