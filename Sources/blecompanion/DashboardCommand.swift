@@ -54,6 +54,8 @@ func openTerminal() throws -> TerminalSession {
 /// bluetoothd connection, the settings and the readings database.
 struct DashboardServices {
     let screen: DashboardScreen
+    /// Its connection going away ends the dashboard (``run(terminal:)``).
+    let client: BlueZClient
     /// Kept alive for the dashboard's lifetime.
     let parts: [any Sendable]
 
@@ -92,7 +94,7 @@ struct DashboardServices {
         let environment = DashboardEnvironment(devices: devices, control: control, history: database, watchList: watches,
                                                pairing: pairing, adapters: adapters, log: log)
         let screen = DashboardScreen(environment: environment)
-        return DashboardServices(screen: screen, parts: [client, settings, database, adapters, devices, control, manager, watches,
+        return DashboardServices(screen: screen, client: client, parts: [client, settings, database, adapters, devices, control, manager, watches,
                                                          pairing, recorder, log, liveness] + feeds)
     }
 
@@ -105,11 +107,10 @@ struct DashboardServices {
     /// promising a list that could never come back on a dead connection.
     func run(terminal: TerminalSession) async -> Ending {
         let mode = Renderer.detectColorMode(environment: ProcessInfo.processInfo.environment, isTTY: true)
-        let client = parts.lazy.compactMap { $0 as? BlueZClient }.first
+        let connection = client.connection
         let post = screen.poster
         let lost = Task { () -> Bool in
-            guard let client else { return false }
-            await client.mirror.connection.disconnected()
+            await connection.disconnected()
             if Task.isCancelled { return false }
             post(.connectionLost)
             return true

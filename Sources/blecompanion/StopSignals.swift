@@ -2,8 +2,8 @@ import Dispatch
 import Foundation
 import Locking
 
-/// The write end of the pipe the handler below writes to; set once, before
-/// the handler is installed.
+/// The write end of the socket pair the handler below writes to; set once,
+/// before the handler is installed.
 nonisolated(unsafe) private var stopSignalWriteEnd: Int32 = -1
 /// Signals caught so far (only the handler writes it).
 nonisolated(unsafe) private var stopSignalsCaught: Int32 = 0
