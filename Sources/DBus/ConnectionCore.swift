@@ -102,8 +102,15 @@ final class ConnectionCore: @unchecked Sendable {
     var exports = ExportRegistry()                  // loop
     private var idCounter: UInt64 = 0
     private let idLock = PThreadMutex()
-    var uniqueName: String = ""
-    var canPassUnixFDs = false
+    /// Written once on the I/O thread while connecting, read from any
+    /// thread afterwards. The lock is the happens-before edge: the one the
+    /// continuation gives lives in the (uninstrumented) Swift runtime, which
+    /// ThreadSanitizer cannot see when the resume wins the race with the
+    /// awaiting task's suspension.
+    private let identityLock = PThreadMutex()
+    private var identity = (uniqueName: "", canPassUnixFDs: false)
+    var uniqueName: String { identityLock.withLock { identity.uniqueName } }
+    var canPassUnixFDs: Bool { identityLock.withLock { identity.canPassUnixFDs } }
     var malformedCount = 0                          // loop
     let decodeCache = DecodeCache()                 // loop
     private var pendingWakes: [ObjectIdentifier: any SignalSink] = [:]   // loop
@@ -204,7 +211,10 @@ final class ConnectionCore: @unchecked Sendable {
                 dbus_connection_unref(conn)
                 throw .connectionFailed(address: address, reason: reason)
             }
-            if let u = dbus_bus_get_unique_name(conn) { uniqueName = String(cString: u) }
+            if let u = dbus_bus_get_unique_name(conn) {
+                let name = String(cString: u)
+                identityLock.withLock { identity.uniqueName = name }
+            }
         }
         // Bus connections are read by our own receiver from here on. A
         // round trip to the bus first makes the hand-over exact: once its
@@ -224,7 +234,8 @@ final class ConnectionCore: @unchecked Sendable {
             }
         }
         connection = conn
-        canPassUnixFDs = dbus_connection_can_send_type(conn, TypeCode.unixFD) != 0
+        let fds = dbus_connection_can_send_type(conn, TypeCode.unixFD) != 0
+        identityLock.withLock { identity.canPassUnixFDs = fds }
         let me = Unmanaged.passUnretained(self).toOpaque()
         guard dbus_connection_add_filter(conn, filterFunction, me, nil) != 0 else {
             dbus_connection_close(conn)
