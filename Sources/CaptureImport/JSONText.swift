@@ -9,6 +9,18 @@ public indirect enum JSONText: Equatable, Sendable {
     /// A number already formatted (integers, or seconds from ``seconds(microseconds:)``).
     case number(String)
     case bool(Bool)
+    /// A value already written as pretty text for the place it goes (see
+    /// ``rendered(indent:)``): kept as text instead of a tree, which takes a
+    /// fifth of the memory for a long timeline. Written as it is.
+    case rendered(String)
+
+    /// This value as pretty text for a place indented by `indent` (the
+    /// indentation ``text`` gives it there), as a ``rendered(_:)`` value.
+    public func rendered(indent: Int) -> JSONText {
+        var out = ""
+        _ = write(to: &out, indent: indent, limit: .max)
+        return .rendered(out)
+    }
 
     public static func int<T: BinaryInteger>(_ v: T) -> JSONText { .number(String(v)) }
 
@@ -29,6 +41,7 @@ public indirect enum JSONText: Equatable, Sendable {
         case let (.string(x), .string(y)): return x == y
         case let (.number(x), .number(y)): return x == y
         case let (.bool(x), .bool(y)): return x == y
+        case let (.rendered(x), .rendered(y)): return x == y
         default: return false
         }
     }
@@ -56,7 +69,7 @@ public indirect enum JSONText: Equatable, Sendable {
         return out.utf8.count <= limit ? out : nil
     }
 
-    /// Compact one-line form.
+    /// Compact one-line form (a ``rendered(_:)`` value as it was rendered).
     public var compact: String {
         switch self {
         case let .object(members):
@@ -68,6 +81,7 @@ public indirect enum JSONText: Equatable, Sendable {
         case let .string(s): return JSONText.quote(s)
         case let .number(n): return n
         case let .bool(b): return b ? "true" : "false"
+        case let .rendered(text): return text
         }
     }
 
@@ -76,14 +90,22 @@ public indirect enum JSONText: Equatable, Sendable {
         switch self {
         case let .object(members): return members.allSatisfy { $0.1.isScalarOrScalarList }
         case .array: return isScalarOrScalarList
+        case .rendered: return false
         default: return true
         }
     }
 
     private var isScalarOrScalarList: Bool {
         switch self {
-        case .object: return false
-        case let .array(items): return items.allSatisfy { if case .array = $0 { return false }; if case .object = $0 { return false }; return true }
+        case .object, .rendered: return false
+        case let .array(items): return items.allSatisfy { $0.isScalar }
+        default: return true
+        }
+    }
+
+    private var isScalar: Bool {
+        switch self {
+        case .object, .array, .rendered: return false
         default: return true
         }
     }

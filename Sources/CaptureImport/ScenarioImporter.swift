@@ -118,36 +118,81 @@ public enum ScenarioImporter {
     static let maxSeconds: Int64 = 1_000_000
 
     public static func convert(_ timeline: CaptureTimeline, options: Options) -> Result {
-        var notes = Notes()
-        var root: [(String, JSONText)] = [
-            ("name", .string(options.name)),
-            ("description", .string("Imported from \(options.sourceName) by blecompanion import-btsnoop (\(timeline.recordCount) records, \(timeline.datalink))")),
-        ]
-        if let controller = timeline.controllers.first {
-            root.append(("adapters", .array([.object([("id", .string("hci0")), ("address", .string(controller.address.description))])])))
-            if timeline.controllers.count > 1 { notes.add("controllers after the first are merged into hci0") }
-        }
-        var devices: [JSONText] = []
-        var summaries: [Summary.Device] = []
-        var budget = SizeBudget(limit: options.sizeLimit)
+        var builder = Builder(options: options)
         for device in timeline.devices {
-            let (json, summary) = convert(device, timeline: timeline, notes: &notes, budget: &budget)
-            devices.append(json)
-            summaries.append(summary)
-            if budget.exceeded { break }
+            builder.add(device.advertisements, firstTimestamp: timeline.firstTimestamp)
+            if builder.exceedsSizeLimit { break }
         }
-        root.append(("devices", .array(devices)))
-        if timeline.droppedPackets > 0 {
-            notes.add("the capturer reported \(plural(Int(timeline.droppedPackets), "dropped packet"))")
+        return builder.finish(timeline)
+    }
+
+    /// A conversion fed as the capture is read: advertisements are folded
+    /// into each device's timeline events as they come (``add(_:firstTimestamp:)``,
+    /// from ``CaptureAnalyzer/takeAdvertisements()``), so what is held is
+    /// the scenario being built, not the capture; the rest of the timeline
+    /// (devices, GATT, counts) comes at the end (``finish(_:)``).
+    public struct Builder: Sendable {
+        let options: Options
+        var notes = Notes()
+        var budget: SizeBudget
+        var folds: [DeviceAddress: AdvertisingFold] = [:]
+        /// Timeline events kept as text (false: as trees, for the tests).
+        var rendersEvents = true
+
+        public init(options: Options) {
+            self.options = options
+            budget = SizeBudget(limit: options.sizeLimit)
         }
-        if timeline.truncatedRecords > 0 {
-            let n = timeline.truncatedRecords
-            notes.add("\(plural(n, "record")) cut short by the capture's snap length")
+
+        /// The timeline events alone have passed ``Options/sizeLimit``: more
+        /// input cannot make the scenario loadable; stop reading.
+        public var exceedsSizeLimit: Bool { budget.exceeded }
+
+        /// Folds advertisements in, in the order they were received.
+        /// `firstTimestamp` is the capture's first record's.
+        public mutating func add(_ advertisements: some Sequence<CapturedAdvertisement>, firstTimestamp: Int64?) {
+            for a in advertisements {
+                guard !budget.exceeded else { return }
+                let at = firstTimestamp.map { CaptureTimeline.elapsed(from: $0, to: a.timestamp) } ?? 0
+                folds[a.address, default: AdvertisingFold(rendersEvents: rendersEvents)]
+                    .add(a, microseconds: at, notes: &notes, budget: &budget)
+            }
         }
-        let summary = Summary(datalink: timeline.datalink, records: timeline.recordCount, devices: summaries, notes: notes.lines,
-                              unknownPackets: timeline.unknownPackets, malformedPackets: timeline.malformedPackets,
-                              malformedCount: timeline.malformedCount)
-        return Result(scenario: .object(root), summary: summary, exceedsSizeLimit: budget.exceeded)
+
+        /// The scenario: `timeline`'s devices (in its order) with the
+        /// advertising folded so far and their GATT layouts.
+        public func finish(_ timeline: CaptureTimeline) -> Result {
+            var notes = notes
+            var root: [(String, JSONText)] = [
+                ("name", .string(options.name)),
+                ("description", .string("Imported from \(options.sourceName) by blecompanion import-btsnoop (\(timeline.recordCount) records, \(timeline.datalink))")),
+            ]
+            if let controller = timeline.controllers.first {
+                root.append(("adapters", .array([.object([("id", .string("hci0")), ("address", .string(controller.address.description))])])))
+                if timeline.controllers.count > 1 { notes.add("controllers after the first are merged into hci0") }
+            }
+            var devices: [JSONText] = []
+            var summaries: [Summary.Device] = []
+            if !budget.exceeded {
+                for device in timeline.devices {
+                    let (json, summary) = convert(device, advertising: folds[device.address] ?? AdvertisingFold(), notes: &notes)
+                    devices.append(json)
+                    summaries.append(summary)
+                }
+            }
+            root.append(("devices", .array(devices)))
+            if timeline.droppedPackets > 0 {
+                notes.add("the capturer reported \(plural(Int(timeline.droppedPackets), "dropped packet"))")
+            }
+            if timeline.truncatedRecords > 0 {
+                let n = timeline.truncatedRecords
+                notes.add("\(plural(n, "record")) cut short by the capture's snap length")
+            }
+            let summary = Summary(datalink: timeline.datalink, records: timeline.recordCount, devices: summaries, notes: notes.lines,
+                                  unknownPackets: timeline.unknownPackets, malformedPackets: timeline.malformedPackets,
+                                  malformedCount: timeline.malformedCount)
+            return Result(scenario: .object(root), summary: summary, exceedsSizeLimit: budget.exceeded)
+        }
     }
 
     /// "1 record", "2 records".
@@ -211,41 +256,75 @@ public enum ScenarioImporter {
         }
     }
 
-    static func convert(_ d: CapturedDevice, timeline: CaptureTimeline, notes: inout Notes,
-                        budget: inout SizeBudget) -> (JSONText, Summary.Device) {
+    /// How deep an advertising timeline event is in the scenario's pretty
+    /// text: root 0, `devices` 2, a device 4, its members 6, `advertising`'s
+    /// members 8, `timeline`'s events 10.
+    static let timelineEventIndent = 10
+
+    /// One device's advertising, folded one advertisement at a time: the
+    /// first one's properties, then an event wherever what BlueZ shows changes.
+    struct AdvertisingFold: Sendable {
+        var received = 0
+        var state = AdvertisedState()
+        /// The first advertisement merged (the device's initial properties).
+        var initial = AdvertisedState()
+        var appearance: UInt16?
+        var lastAt: Int64 = 0
+        /// When the first one came (microseconds from the capture's start).
+        var firstAt: Int64?
+        var events: [JSONText] = []
+        /// Change events in `events` (the first may say `present`).
+        var changes = 0
+        var connectable = false
+        /// Past the scenario's time limit: later ones are left out.
+        var stopped = false
+        /// Events are kept as text (the tests compare with trees).
+        var rendersEvents = true
+
+        mutating func add(_ a: CapturedAdvertisement, microseconds: Int64, notes: inout Notes, budget: inout SizeBudget) {
+            if a.report.isConnectable { connectable = true }
+            guard !stopped else { return }
+            received += 1
+            let previous = state
+            state.merge(a, notes: &notes)
+            if appearance == nil { appearance = AdvertisingData.parsePartial(a.data).0.appearance }
+            let at = max(microseconds, lastAt)
+            if at > maxSeconds * 1_000_000 {
+                notes.add("advertisements later than \(maxSeconds) s left out")
+                stopped = true
+                return
+            }
+            if received == 1 {
+                initial = state
+                firstAt = microseconds
+                if at > 0 { events.append(.object([("at", .seconds(microseconds: at)), ("present", .bool(true))])) }
+                lastAt = at
+                return
+            }
+            let changed = state.members(since: previous)
+            guard !changed.isEmpty else { return }
+            let event = JSONText.object([("at", .seconds(microseconds: at))] + changed)
+            budget.spend(event)
+            if budget.exceeded {
+                stopped = true
+                return
+            }
+            // Kept as its text: a long timeline as trees took six times
+            // the memory of its text.
+            events.append(rendersEvents ? event.rendered(indent: ScenarioImporter.timelineEventIndent) : event)
+            changes += 1
+            lastAt = at
+        }
+    }
+
+    static func convert(_ d: CapturedDevice, advertising fold: AdvertisingFold, notes: inout Notes) -> (JSONText, Summary.Device) {
         var members: [(String, JSONText)] = [
             ("address", .string(d.address.description)),
             ("addressType", .string(d.addressType.isRandom ? "random" : "public")),
         ]
-        var state = AdvertisedState()
-        var events: [JSONText] = []
-        var appearance: UInt16?
-        var lastAt: Int64 = 0
-        for (n, a) in d.advertisements.enumerated() {
-            let previous = state
-            state.merge(a, notes: &notes)
-            if appearance == nil { appearance = AdvertisingData.parsePartial(a.data).0.appearance }
-            let at = max(timeline.microseconds(a.timestamp), lastAt)
-            if at > maxSeconds * 1_000_000 {
-                notes.add("advertisements later than \(maxSeconds) s left out")
-                break
-            }
-            if n == 0 {
-                if at > 0 { events.append(.object([("at", .seconds(microseconds: at)), ("present", .bool(true))])) }
-                lastAt = at
-                continue
-            }
-            let changed = state.members(since: previous)
-            guard !changed.isEmpty else { continue }
-            let event = JSONText.object([("at", .seconds(microseconds: at))] + changed)
-            budget.spend(event)
-            if budget.exceeded { break }
-            events.append(event)
-            lastAt = at
-        }
-        // Initial properties: the first advertisement (or nothing) merged.
-        var initial = AdvertisedState()
-        if let first = d.advertisements.first { initial.merge(first, notes: &notes) }
+        let initial = fold.initial
+        let appearance = fold.appearance
+        let events = fold.events
         let gattName = deviceNameFromGATT(d)
         if let name = initial.name ?? gattName { members.append(("name", .string(name))) }
         if let appearance { members.append(("appearance", .int(appearance))) }
@@ -254,12 +333,12 @@ public enum ScenarioImporter {
         if !initial.manufacturerData.isEmpty { members.append(("manufacturerData", initial.manufacturerJSON)) }
         if !initial.serviceData.isEmpty { members.append(("serviceData", initial.serviceDataJSON)) }
         if !initial.uuids.isEmpty { members.append(("uuids", initial.uuidsJSON)) }
-        let connectable = d.advertisements.contains { $0.report.isConnectable } || !d.connections.isEmpty
+        let connectable = fold.connectable || !d.connections.isEmpty
         if !connectable { members.append(("connectable", .bool(false))) }
-        if let first = d.advertisements.first, timeline.microseconds(first.timestamp) > 0 {
+        if let first = fold.firstAt, first > 0 {
             members.append(("advertisingAtStart", .bool(false)))
         }
-        if d.advertisements.isEmpty {
+        if fold.received == 0 {
             members.append(("comment", .string("connected in the capture without an advertisement being captured; advertises from the start so discovery finds it")))
         }
         if !events.isEmpty { members.append(("advertising", .object([("timeline", .array(events))]))) }
@@ -268,7 +347,7 @@ public enum ScenarioImporter {
         var characteristics = 0
         var notifications = 0
         if !d.services.isEmpty {
-            let (gatt, count, notified) = convertGATT(d, timeline: timeline, notes: &notes)
+            let (gatt, count, notified) = convertGATT(d, notes: &notes)
             members.append(("gatt", gatt))
             characteristics = count
             notifications = notified
@@ -300,7 +379,7 @@ public enum ScenarioImporter {
 
     static let cccd = BluetoothUUID(uuid16: 0x2902)
 
-    static func convertGATT(_ d: CapturedDevice, timeline: CaptureTimeline, notes: inout Notes) -> (JSONText, Int, Int) {
+    static func convertGATT(_ d: CapturedDevice, notes: inout Notes) -> (JSONText, Int, Int) {
         var services: [JSONText] = []
         var characteristicCount = 0
         var notificationCount = 0

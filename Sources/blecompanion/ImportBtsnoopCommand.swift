@@ -68,25 +68,18 @@ struct ImportBtsnoopCommand: ParsableCommand {
             printError("import-btsnoop: --out \(out) is the capture itself; write the scenario to another file")
             throw ExitCode(1)
         }
-        let bytes: [UInt8]
-        do {
-            bytes = Array(try Data(contentsOf: URL(fileURLWithPath: file)))
-        } catch {
-            printError("import-btsnoop: cannot read \(file): \((error as NSError).localizedDescription)")
-            throw ExitCode(1)
-        }
-        let timeline: CaptureTimeline
-        do {
-            timeline = try CaptureAnalyzer.analyze(bytes)
-        } catch {
-            printError("import-btsnoop: \(file): \(error)")
-            throw ExitCode(1)
-        }
         let scenarioName = name ?? (sourceName as NSString).deletingPathExtension
-        // Converted and written only up to the simulator's limit: a larger
-        // scenario is refused without being built or held whole.
-        let result = ScenarioImporter.convert(timeline, options: .init(name: scenarioName, sourceName: sourceName,
-                                                                       sizeLimit: Scenario.maximumFileBytes))
+        // Read a block at a time and folded as it goes: memory is the
+        // scenario being built (at most the simulator's limit), not the
+        // capture. A larger scenario is refused as soon as it is certain.
+        let options = ScenarioImporter.Options(name: scenarioName, sourceName: sourceName, sizeLimit: Scenario.maximumFileBytes)
+        let result: ScenarioImporter.Result
+        do {
+            result = try Self.importCapture(at: file, options: options)
+        } catch let error as CaptureReadError {
+            printError("import-btsnoop: \(error.message)")
+            throw ExitCode(1)
+        }
         let outName = URL(fileURLWithPath: out).lastPathComponent
         guard !result.exceedsSizeLimit, let text = result.scenario.text(limit: Scenario.maximumFileBytes) else {
             printError("import-btsnoop: the scenario would be larger than the \(Scenario.maximumFileBytes >> 20) MiB the simulator loads; nothing written. Import a shorter capture (e.g. cut it with editcap -r, or record less with btmon).")
@@ -107,5 +100,56 @@ struct ImportBtsnoopCommand: ParsableCommand {
         guard !quiet else { return }
         printLine("Imported \(sourceName) → \(out)")
         for line in result.summary.lines { printLine(line) }
+    }
+
+    struct CaptureReadError: Error {
+        let message: String
+    }
+
+    /// Reads the capture at `path` in 256 KiB blocks through
+    /// ``BtsnoopStream`` and ``CaptureAnalyzer`` (advertisements handed to
+    /// the importer every block, not kept), stopping early once the scenario
+    /// cannot fit `options.sizeLimit`.
+    static func importCapture(at path: String, options: ScenarioImporter.Options) throws -> ScenarioImporter.Result {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw CaptureReadError(message: "cannot read \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        var stream = BtsnoopStream()
+        var analyzer: CaptureAnalyzer?
+        var builder = ScenarioImporter.Builder(options: options)
+        var block = [UInt8](repeating: 0, count: 256 * 1024)
+        do {
+            reading: while true {
+                let n = block.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw CaptureReadError(message: "cannot read \(path): \(String(cString: strerror(errno)))")
+                }
+                if n == 0 { break }
+                stream.append(block[0..<n])
+                while let record = try stream.next() {
+                    if analyzer == nil, let datalink = stream.datalink {
+                        analyzer = CaptureAnalyzer(datalink: datalink, keepsAdvertisements: false)
+                    }
+                    analyzer?.add(record)
+                }
+                if let advertisements = analyzer?.takeAdvertisements() {
+                    builder.add(advertisements, firstTimestamp: analyzer?.timeline.firstTimestamp)
+                }
+                if builder.exceedsSizeLimit { break reading }
+            }
+            if !builder.exceedsSizeLimit { try stream.finish() }
+        } catch let error as CaptureError {
+            throw CaptureReadError(message: "\(path): \(error)")
+        }
+        guard var a = analyzer ?? stream.datalink.map({ CaptureAnalyzer(datalink: $0, keepsAdvertisements: false) }) else {
+            // finish() has thrown for a file without a whole header.
+            throw CaptureReadError(message: "\(path): not a btsnoop capture")
+        }
+        a.endOfCapture()
+        builder.add(a.takeAdvertisements(), firstTimestamp: a.timeline.firstTimestamp)
+        return builder.finish(a.finish())
     }
 }

@@ -355,3 +355,81 @@ enum Snoop {
     static let t0: Int64 = Btsnoop.unixEpochTimestamp + 1_717_243_200 * 1_000_000
     static func hex(_ text: String) -> [UInt8] { (try? BLEParsing.parseHex(text)) ?? [] }
 }
+
+/// `import-btsnoop` reads a block at a time and folds advertisements as it
+/// goes (`BtsnoopStream`, `CaptureAnalyzer(keepsAdvertisements: false)`,
+/// `ScenarioImporter.Builder`): the scenario must be the one the whole-file
+/// conversion gives.
+@Suite("Capture import: streamed")
+struct StreamedImportTests {
+    static func streamed(_ bytes: [UInt8], block: Int, options: ScenarioImporter.Options) throws -> ScenarioImporter.Result {
+        var stream = BtsnoopStream()
+        var analyzer: CaptureAnalyzer?
+        var builder = ScenarioImporter.Builder(options: options)
+        var at = 0
+        while at < bytes.count, !builder.exceedsSizeLimit {
+            stream.append(bytes[at..<min(at + block, bytes.count)])
+            at += block
+            while let record = try stream.next() {
+                if analyzer == nil, let datalink = stream.datalink {
+                    analyzer = CaptureAnalyzer(datalink: datalink, keepsAdvertisements: false)
+                }
+                analyzer?.add(record)
+            }
+            if let ads = analyzer?.takeAdvertisements() { builder.add(ads, firstTimestamp: analyzer?.timeline.firstTimestamp) }
+        }
+        var a = try #require(analyzer)
+        a.endOfCapture()
+        builder.add(a.takeAdvertisements(), firstTimestamp: a.timeline.firstTimestamp)
+        #expect(a.finish().devices.allSatisfy { $0.advertisements.isEmpty })
+        return builder.finish(a.finish())
+    }
+
+    @Test(arguments: ["bthome-pvvx-monitor.btsnoop", "heart-rate-h4.btsnoop", "xiaomi-h1.btsnoop"])
+    func fixturesGiveTheWholeConversionsScenario(name: String) throws {
+        let bytes = Array(try Data(contentsOf: repositoryRoot.appendingPathComponent("fixtures/captures/\(name)")))
+        let (_, whole) = try importFixture(name)
+        for block in [1, 100, 65_536] {
+            let result = try Self.streamed(bytes, block: block, options: .init(name: "imported", sourceName: name))
+            #expect(result.scenario.text == whole.scenario.text, "\(name) in blocks of \(block)")
+            #expect(result.summary == whole.summary)
+        }
+        #expect(try !simulatorScenario(whole).devices.isEmpty)
+        let (timeline, _) = try importFixture(name)
+        var trees = ScenarioImporter.Builder(options: .init(name: "imported", sourceName: name))
+        trees.rendersEvents = false
+        for d in timeline.devices { trees.add(d.advertisements, firstTimestamp: timeline.firstTimestamp) }
+        #expect(trees.finish(timeline).scenario.text == whole.scenario.text, "events as text are written as trees are")
+    }
+
+    /// Many devices interleaved, data changing each time: the same events
+    /// per device; and with a limit the streamed import stops reading as
+    /// soon as the events alone pass it.
+    @Test func interleavedDevicesAndTheSizeLimit() throws {
+        var bytes = BtsnoopWriter.header(datalink: .hciUART)
+        for i in 0..<6_000 {
+            let d = UInt8(i % 50)
+            let man: [UInt8] = [0x05, UInt8((i / 50) % 7), UInt8(i % 3)] + [UInt8](repeating: 0, count: 10)
+            let ad: [UInt8] = [2, 0x01, 0x06, UInt8(3 + man.count), 0xFF, 0x99, 0x04] + man
+            let report: [UInt8] = [0x02, 1, 0x00, 0x01, d, 0x22, 0x33, 0x44, 0x55, 0xC0, UInt8(ad.count)] + ad + [UInt8(bitPattern: Int8(-40 - i % 9))]
+            bytes += BtsnoopWriter.record([0x04, 0x3E, UInt8(report.count)] + report, flags: 3, unixMicroseconds: 1_700_000_000_000_000 + Int64(i) * 1000)
+        }
+        let timeline = try CaptureAnalyzer.analyze(bytes)
+        let whole = ScenarioImporter.convert(timeline, options: .init(name: "t", sourceName: "t"))
+        let streamed = try Self.streamed(bytes, block: 4096, options: .init(name: "t", sourceName: "t"))
+        #expect(streamed.scenario.text == whole.scenario.text)
+        // Events kept as text are written as the trees would be.
+        var trees = ScenarioImporter.Builder(options: .init(name: "t", sourceName: "t"))
+        trees.rendersEvents = false
+        for d in timeline.devices { trees.add(d.advertisements, firstTimestamp: timeline.firstTimestamp) }
+        #expect(trees.finish(timeline).scenario.text == whole.scenario.text)
+        #expect(whole.summary.devices.count == 50)
+        #expect(whole.summary.devices.allSatisfy { $0.advertisementEvents > 50 })
+
+        let limit = whole.scenario.text.utf8.count / 4
+        let cut = try Self.streamed(bytes, block: 4096, options: .init(name: "t", sourceName: "t", sizeLimit: limit))
+        #expect(cut.exceedsSizeLimit)
+        #expect(cut.summary.records < timeline.recordCount, "stopped reading at the limit")
+        #expect(ScenarioImporter.convert(timeline, options: .init(name: "t", sourceName: "t", sizeLimit: limit)).exceedsSizeLimit)
+    }
+}

@@ -126,7 +126,8 @@ public struct BtsnoopRecord: Sendable {
     public let cumulativeDrops: UInt32
     /// Microseconds since midnight 1 January 0 AD, as stored.
     public let timestamp: Int64
-    /// The included bytes (a slice of the file; indices are file offsets).
+    /// The included bytes: a slice of what was read (of the file for
+    /// ``BtsnoopReader``); its indices are not file offsets, ``dataOffset`` is.
     public let data: ArraySlice<UInt8>
 
     /// Byte offset of the packet data in the file.
@@ -156,6 +157,13 @@ public struct BtsnoopReader: Sendable {
     /// (1001, 1002, 2001) are accepted.
     public init(_ bytes: [UInt8]) throws(CaptureError) {
         self.bytes = bytes
+        (version, datalink) = try BtsnoopReader.header(bytes)
+        self.offset = Btsnoop.headerSize
+    }
+
+    /// The file header's version and datalink; `bytes` is the file from its
+    /// start (all of it, or at least the header).
+    static func header(_ bytes: [UInt8]) throws(CaptureError) -> (UInt32, BtsnoopDatalink) {
         if bytes.count < Btsnoop.headerSize {
             // Say "bad magic" when what is there already differs from it.
             let prefix = bytes.prefix(Btsnoop.magic.count)
@@ -183,19 +191,30 @@ public struct BtsnoopReader: Sendable {
             throw CaptureError(kind: .unsupportedDatalink, record: nil, offset: 12,
                                expected: "1001 (HCI), 1002 (H4 UART) or 2001 (Linux monitor)", found: "\(datalink)")
         }
-        self.version = version
-        self.datalink = datalink
-        self.offset = Btsnoop.headerSize
+        return (version, datalink)
     }
 
     /// The next record, or nil at the end of the file.
     public mutating func next() throws(CaptureError) -> BtsnoopRecord? {
-        let start = offset
+        guard offset < bytes.count else { return nil }
+        guard let (record, end) = try BtsnoopReader.record(in: bytes, at: offset, fileOffset: offset, number: recordCount + 1,
+                                                          atEndOfFile: true)
+        else { return nil }
+        offset = end
+        recordCount = record.number
+        return record
+    }
+
+    /// The record starting at `bytes[start]` (file offset `fileOffset`) and
+    /// the index just after it; nil when `bytes` ends inside it and more may
+    /// come (`atEndOfFile` false). At the end of the file that is an error,
+    /// as is a record whose lengths are impossible (known from its header alone).
+    static func record(in bytes: [UInt8], at start: Int, fileOffset: Int, number: Int,
+                       atEndOfFile: Bool) throws(CaptureError) -> (BtsnoopRecord, Int)? {
         let remaining = bytes.count - start
-        if remaining == 0 { return nil }
-        let number = recordCount + 1
         guard remaining >= Btsnoop.recordHeaderSize else {
-            throw CaptureError(kind: .truncated, record: number, offset: start,
+            guard atEndOfFile else { return nil }
+            throw CaptureError(kind: .truncated, record: number, offset: fileOffset,
                                expected: "\(Btsnoop.recordHeaderSize) bytes of record header", found: "\(remaining)")
         }
         let original = BtsnoopReader.u32(bytes, start)
@@ -205,24 +224,24 @@ public struct BtsnoopReader: Sendable {
         let timestamp = Int64(bitPattern: UInt64(BtsnoopReader.u32(bytes, start + 16)) << 32
                               | UInt64(BtsnoopReader.u32(bytes, start + 20)))
         guard original <= UInt32(Btsnoop.maxPacketLength) else {
-            throw CaptureError(kind: .corruptRecord, record: number, offset: start,
+            throw CaptureError(kind: .corruptRecord, record: number, offset: fileOffset,
                                expected: "an original length of at most \(Btsnoop.maxPacketLength)", found: "\(original)")
         }
         guard included <= original else {
-            throw CaptureError(kind: .corruptRecord, record: number, offset: start + 4,
+            throw CaptureError(kind: .corruptRecord, record: number, offset: fileOffset + 4,
                                expected: "an included length of at most the original length \(original)", found: "\(included)")
         }
         let dataStart = start + Btsnoop.recordHeaderSize
         let available = bytes.count - dataStart
         guard Int(included) <= available else {
-            throw CaptureError(kind: .truncated, record: number, offset: dataStart,
+            guard atEndOfFile else { return nil }
+            throw CaptureError(kind: .truncated, record: number, offset: fileOffset + Btsnoop.recordHeaderSize,
                                expected: "\(included) bytes of packet data", found: "\(available)")
         }
         let end = dataStart + Int(included)
-        offset = end
-        recordCount = number
-        return BtsnoopRecord(number: number, offset: start, originalLength: original, flags: flags,
-                             cumulativeDrops: drops, timestamp: timestamp, data: bytes[dataStart..<end])
+        let record = BtsnoopRecord(number: number, offset: fileOffset, originalLength: original, flags: flags,
+                                   cumulativeDrops: drops, timestamp: timestamp, data: bytes[dataStart..<end])
+        return (record, end)
     }
 
     /// Big-endian uint32 at `i`; callers have checked the length.
@@ -266,5 +285,84 @@ public enum BtsnoopWriter {
 
     private static func bigEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
         withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+}
+
+/// The btsnoop format read as it arrives: bytes are appended in pieces of
+/// any size (a file read a block at a time), records come out as soon as
+/// they are whole, and only the unread part is kept, so memory is one block
+/// plus one record whatever the size of the file. The checks and errors are
+/// ``BtsnoopReader``'s, with the same record numbers and file offsets.
+///
+///     var stream = BtsnoopStream()
+///     while let block = read() {
+///         stream.append(block)
+///         while let record = try stream.next() { … }
+///     }
+///     try stream.finish()   // the file ended inside a record: an error
+public struct BtsnoopStream: Sendable {
+    /// Bytes read and not yet returned as records, from ``start``.
+    private var buffer: [UInt8] = []
+    private var start = 0
+    /// File offset of `buffer[0]`.
+    private var base = 0
+    /// Known once the 16-byte header has arrived (``next()`` checks it).
+    public private(set) var datalink: BtsnoopDatalink?
+    /// Number of records returned so far.
+    public private(set) var recordCount = 0
+
+    public init() {}
+
+    /// Bytes held: read and not yet returned, plus returned ones not yet dropped.
+    public var bufferedBytes: Int { buffer.count }
+
+    /// Adds the next bytes of the file.
+    public mutating func append(_ bytes: some Collection<UInt8>) {
+        // Drop what has been returned once it is most of the buffer, so the
+        // buffer stays about one block long without copying on every call.
+        if start > 0, start >= buffer.count - start {
+            buffer.removeFirst(start)
+            base += start
+            start = 0
+        }
+        buffer.append(contentsOf: bytes)
+    }
+
+    /// The next whole record, or nil until more bytes are appended. Throws
+    /// for a bad header or a record whose lengths are impossible.
+    public mutating func next() throws(CaptureError) -> BtsnoopRecord? {
+        if datalink == nil {
+            guard buffer.count >= Btsnoop.headerSize else {
+                // Refuse something that is plainly not btsnoop at once (with
+                // the 8 bytes the whole-file reader would show).
+                if buffer.count >= Btsnoop.magic.count, !buffer.starts(with: Btsnoop.magic) {
+                    _ = try BtsnoopReader.header(buffer)
+                }
+                return nil
+            }
+            datalink = try BtsnoopReader.header(buffer).1
+            start = Btsnoop.headerSize
+        }
+        guard start < buffer.count,
+              let (record, end) = try BtsnoopReader.record(in: buffer, at: start, fileOffset: base + start,
+                                                          number: recordCount + 1, atEndOfFile: false)
+        else { return nil }
+        start = end
+        recordCount = record.number
+        // A copy, so that a record kept by the caller does not keep the buffer.
+        return BtsnoopRecord(number: record.number, offset: record.offset, originalLength: record.originalLength,
+                             flags: record.flags, cumulativeDrops: record.cumulativeDrops, timestamp: record.timestamp,
+                             data: ArraySlice(Array(record.data)))
+    }
+
+    /// The file has ended: throws if it ended inside the header or a record
+    /// (call after ``next()`` has returned nil).
+    public func finish() throws(CaptureError) {
+        guard let _ = datalink else {
+            _ = try BtsnoopReader.header(buffer)
+            return
+        }
+        guard start < buffer.count else { return }
+        _ = try BtsnoopReader.record(in: buffer, at: start, fileOffset: base + start, number: recordCount + 1, atEndOfFile: true)
     }
 }

@@ -6,6 +6,12 @@
 ///     while let record = try reader.next() { analyzer.add(record) }
 ///     let timeline = analyzer.finish()
 ///
+/// A long capture can be read without holding its advertisements: with
+/// `keepsAdvertisements: false` they are handed out by
+/// ``takeAdvertisements()`` as they are read instead of being kept in each
+/// device's ``CapturedDevice/advertisements`` (`import-btsnoop` folds them
+/// as it goes, so its memory does not grow with the capture).
+///
 /// Only the file framing can fail (``CaptureError``). Inside a well-framed
 /// record nothing is fatal: packets the importer does not use are counted in
 /// ``CaptureTimeline/unknownPackets``, malformed ones are listed in
@@ -68,8 +74,36 @@ public struct CaptureAnalyzer: Sendable {
     private var fragments: [FragmentKey: Fragments] = [:]
     private var gatt: [Int: GATTBuilder] = [:]
 
-    public init(datalink: BtsnoopDatalink) {
+    /// Whether advertisements go into the timeline's devices or out through
+    /// ``takeAdvertisements()``.
+    public let keepsAdvertisements: Bool
+    private var outgoing: [CapturedAdvertisement] = []
+
+    public init(datalink: BtsnoopDatalink, keepsAdvertisements: Bool = true) {
         timeline = CaptureTimeline(datalink: datalink)
+        self.keepsAdvertisements = keepsAdvertisements
+    }
+
+    /// The advertisements read since the last call, in the order they were
+    /// read (extended advertising joined from its fragments comes when its
+    /// last fragment does); empty when the analyzer keeps them. Their
+    /// devices are in the timeline already.
+    public mutating func takeAdvertisements() -> [CapturedAdvertisement] {
+        defer { outgoing.removeAll(keepingCapacity: true) }
+        return outgoing
+    }
+
+    /// The capture has ended: extended advertising fragments that never
+    /// completed become advertisements as they are (counted as incomplete),
+    /// for ``takeAdvertisements()`` or the timeline. ``finish()`` does it too.
+    public mutating func endOfCapture() {
+        for (key, f) in fragments.sorted(by: { $0.value.record < $1.value.record }) {
+            count("extended advertising data left incomplete")
+            let report = LEAdvertisingReport(format: .extended, eventType: 0x40, addressType: key.addressType, address: key.address,
+                                             data: f.data, rssi: nil, sid: key.sid)
+            add(report, timestamp: f.timestamp, record: f.record)
+        }
+        fragments = [:]
     }
 
     /// Reads a whole btsnoop file.
@@ -199,7 +233,12 @@ public struct CaptureAnalyzer: Sendable {
             return
         }
         let i = device(report.address, report.addressType)
-        timeline.devices[i].advertisements.append(CapturedAdvertisement(timestamp: timestamp, record: record, report: report))
+        let advertisement = CapturedAdvertisement(timestamp: timestamp, record: record, report: report)
+        if keepsAdvertisements {
+            timeline.devices[i].advertisements.append(advertisement)
+        } else {
+            outgoing.append(advertisement)
+        }
     }
 
     /// Extended reports may split one advertisement's data over several
@@ -384,13 +423,7 @@ public struct CaptureAnalyzer: Sendable {
     /// added as they are and each device's GATT layout assembled.
     public func finish() -> CaptureTimeline {
         var copy = self
-        for (key, f) in copy.fragments.sorted(by: { $0.value.record < $1.value.record }) {
-            copy.count("extended advertising data left incomplete")
-            let report = LEAdvertisingReport(format: .extended, eventType: 0x40, addressType: key.addressType, address: key.address,
-                                             data: f.data, rssi: nil, sid: key.sid)
-            copy.add(report, timestamp: f.timestamp, record: f.record)
-        }
-        copy.fragments = [:]
+        copy.endOfCapture()
         for (i, builder) in copy.gatt {
             let (services, unplaced) = CaptureAnalyzer.layout(builder)
             copy.timeline.devices[i].services = services
