@@ -383,6 +383,7 @@ public actor BlueZSimulator {
     func goOnBus() async throws {
         let c = try await DBusConnection.connect(to: .address(busAddress))
         connection = c
+        if scenario.replyDelay > 0 { c.delayReplies(by: duration(scenario.replyDelay)) }
         // The object tree is complete before the name appears, so a client
         // that sees org.bluez arrive and calls GetManagedObjects gets it all.
         objectManager = try await c.exportObjectManager(at: .root, includeStandardInterfaces: true)

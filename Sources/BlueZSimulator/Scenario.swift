@@ -33,6 +33,11 @@ public struct Scenario: Sendable {
     /// Which bluetoothd's D-Bus property set the simulator exports.
     public var bluetoothdVersion = BluetoothdVersion.v5_66
 
+    /// Seconds every method call waits for its answer: a bluetoothd that is
+    /// slow but answering (a loaded Raspberry Pi, a controller that stalls
+    /// its management commands). 0: at once. At most 60.
+    public var replyDelay: Double = 0
+
     public struct Settings: Sendable {
         /// Seconds after which a device that is neither paired, trusted nor
         /// connected is removed once it is no longer seen (BlueZ's

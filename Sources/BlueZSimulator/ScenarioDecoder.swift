@@ -221,7 +221,7 @@ struct ScenarioDecoder {
             case "devices":
                 for item in try array(node) { s.devices.append(try device(item)) }
             case "bluetoothd":
-                for (k, v) in try object(node, allowed: ["outages", "experimental", "version"]) {
+                for (k, v) in try object(node, allowed: ["outages", "experimental", "version", "replyDelay"]) {
                     switch k {
                     case "outages": s.outages = try outages(v)
                     case "experimental": s.experimental = try bool(v)
@@ -232,6 +232,10 @@ struct ScenarioDecoder {
                             throw fail(v, "bluetoothd.version must be one of \(known), not \"\(text)\"")
                         }
                         s.bluetoothdVersion = version
+                    case "replyDelay":
+                        let delay = try seconds(v)
+                        guard delay <= 60 else { throw fail(v, "bluetoothd.replyDelay must be at most 60 seconds, not \(delay)") }
+                        s.replyDelay = delay
                     default: break
                     }
                 }

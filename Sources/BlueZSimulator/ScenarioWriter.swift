@@ -24,6 +24,7 @@ extension Scenario {
         if !outages.isEmpty { bluetoothd.append(("outages", Self.outagesJSON(outages))) }
         if experimental { bluetoothd.append(("experimental", .bool(true))) }
         if bluetoothdVersion != .v5_66 { bluetoothd.append(("version", .string(bluetoothdVersion.rawValue))) }
+        if replyDelay > 0 { bluetoothd.append(("replyDelay", .seconds(replyDelay))) }
         if !bluetoothd.isEmpty { top.append(("bluetoothd", .object(bluetoothd))) }
         top.append(("adapters", .array(adapters.map(Self.adapterJSON))))
         top.append(("devices", .array(devices.map(Self.deviceJSON))))

@@ -100,6 +100,8 @@ final class ConnectionCore: @unchecked Sendable {
     private var sinkToRule: [UInt64: String] = [:]
     private var nameTracks: [String: NameTrack] = [:]
     var exports = ExportRegistry()                  // loop
+    /// How long exported objects take to answer (``DBusConnection/delayReplies(by:)``).
+    var replyDelayNanoseconds: UInt64 = 0           // loop
     private var idCounter: UInt64 = 0
     private let idLock = PThreadMutex()
     /// Written once on the I/O thread while connecting, read from any

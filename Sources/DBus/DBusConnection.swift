@@ -361,6 +361,15 @@ public final class DBusConnection: Sendable {
 
     // MARK: Exporting
 
+    /// Answers every method call made to this connection's exported objects
+    /// (and Peer, Introspectable, Properties, ObjectManager) `delay` after it
+    /// arrives: a slow service, for simulators and tests. Zero: at once.
+    public func delayReplies(by delay: Duration) {
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = seconds <= 0 ? 0 : UInt64(min(seconds, 3600)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+        _ = core.execute { [core] in core.replyDelayNanoseconds = nanoseconds }
+    }
+
     /// Exports an object at `path` with the given interfaces. An ObjectManager
     /// above it announces it with InterfacesAdded. The returned registration
     /// keeps it exported; releasing it (or ``DBusObjectRegistration/unexport()``)

@@ -424,6 +424,18 @@ struct ExportRegistry {
 extension ConnectionCore {
     func replyOnLoop(to call: DBusMessage, _ result: Result<[DBusValue], DBusError>) {
         guard !call.flags.contains(.noReplyExpected) else { return }
+        if replyDelayNanoseconds > 0 {
+            let delay = replyDelayNanoseconds
+            Task { [self] in
+                try? await Task.sleep(nanoseconds: delay)
+                _ = execute { [self] in sendReplyOnLoop(to: call, result) }
+            }
+            return
+        }
+        sendReplyOnLoop(to: call, result)
+    }
+
+    private func sendReplyOnLoop(to call: DBusMessage, _ result: Result<[DBusValue], DBusError>) {
         let reply: DBusMessage
         switch result {
         case let .success(values):

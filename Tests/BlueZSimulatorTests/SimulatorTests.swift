@@ -38,6 +38,19 @@ import Testing
         #expect(e.description.hasPrefix("scenario.json:11: devices[2].gatt[0].characteristics[1].flags[0]: unknown flag \"reed\" (expected one of broadcast, read,"))
     }
 
+    /// `bluetoothd.replyDelay`: read, range-checked (0…60 s), written back.
+    @Test func replyDelayIsReadCheckedAndWritten() throws {
+        let s = try Scenario.parse("{ \"bluetoothd\": { \"replyDelay\": 1.5 }, \"devices\": [] }", fileName: "s.json")
+        #expect(s.replyDelay == 1.5)
+        #expect(try Scenario.parse(s.jsonText(), fileName: "again.json").replyDelay == 1.5)
+        #expect(try Scenario.parse("{ \"devices\": [] }", fileName: "s.json").replyDelay == 0)
+        let tooLong = try #require(error("{ \"bluetoothd\": { \"replyDelay\": 61 } }"))
+        #expect(tooLong.path == "bluetoothd.replyDelay")
+        #expect(tooLong.message.contains("at most 60 seconds"))
+        let negative = try #require(error("{ \"bluetoothd\": { \"replyDelay\": -1 } }"))
+        #expect(negative.message.contains("between 0 and"))
+    }
+
     @Test func badHexAndUnknownMemberAndSyntax() throws {
         let hex = try #require(error("{\n\"devices\": [ { \"address\": \"AA:BB:CC:DD:EE:01\",\n \"manufacturerData\": { \"0x0499\": \"05zz\" } } ] }"))
         #expect(hex.line == 3)

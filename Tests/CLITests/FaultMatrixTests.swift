@@ -349,3 +349,120 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         }
     }
 }
+
+/// A bluetoothd that is slow but answers (`bluetoothd.replyDelay` in the
+/// scenario: every method call, Ping included, answered that late). Slower
+/// than the liveness ping allows, it is reported as not answering; within
+/// it, nothing is reported and everything works, only later.
+@Suite(.timeLimit(.minutes(2))) struct FaultMatrixSlowBluetoothdTests {
+    /// test-basic.json with `bluetoothd.replyDelay` set, in `dir`.
+    static func slowScenario(_ delay: Double, in dir: URL) throws -> String {
+        let source = packageRoot().appendingPathComponent("fixtures/scenarios/test-basic.json")
+        var json = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: source)) as? [String: Any])
+        var bluetoothd = json["bluetoothd"] as? [String: Any] ?? [:]
+        bluetoothd["replyDelay"] = delay
+        json["bluetoothd"] = bluetoothd
+        let file = dir.appendingPathComponent("slow-\(delay).json")
+        try JSONSerialization.data(withJSONObject: json).write(to: file)
+        return file.path
+    }
+
+    /// `GET url` by curl (3 s at most): status and body.
+    static func get(_ url: String) async throws -> (status: Int, body: String) {
+        try await offPool {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            p.arguments = ["-s", "-m", "3", "-w", "\n%{http_code}", url]
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+        }
+    }
+
+    /// A gateway on `bus` pinging bluetoothd every 2 s (2 s to answer); its
+    /// pid, health URL and log.
+    static func gateway(bus: String, in dir: URL) throws -> (pid: pid_t, health: String, log: String) {
+        let port = try freeLoopbackPort()
+        let config = dir.appendingPathComponent("gateway.yaml")
+        try """
+            gateway: { id: slow, state_dir: "\(dir.appendingPathComponent("state").path)" }
+            bluez: { bus: "\(bus)", ping_interval: 2 }
+            http: { listen: "127.0.0.1:\(port)" }
+            """.write(to: config, atomically: true, encoding: .utf8)
+        let log = dir.appendingPathComponent("gateway.log").path
+        let pid = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path], stderr: log)
+        return (pid, "http://127.0.0.1:\(port)/healthz", log)
+    }
+
+    /// Answers 1.2 s late, within the 2 s the ping allows: a command takes
+    /// that much longer and works; the gateway comes up and stays healthy
+    /// through several pings, with no warning logged.
+    @Test func slowButWithinTheTimeoutIsWaitedFor() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let simulator = try await SimulatorProcess.start(try Self.slowScenario(1.2, in: dir))
+        defer { simulator.stopEvenIfStopped() }
+
+        let started = Date()
+        let scan = try await simulator.runAsync(["scan", "--duration", "3"])
+        #expect(scan.status == 0, "\(scan.stderr)")
+        #expect(scan.stdout.contains("C0:FE:00:00:00:01") && scan.stdout.contains("Heart Strap"), "\(scan.stdout)")
+        #expect(Date().timeIntervalSince(started) >= 3 + 1.2, "the calls waited for the delay")
+
+        let g = try Self.gateway(bus: simulator.address, in: dir)
+        var exited = false
+        defer { if !exited { kill(g.pid, SIGKILL); _ = waitForExit(g.pid) } }
+        func log() -> String { (try? String(contentsOfFile: g.log, encoding: .utf8)) ?? "" }
+        var first = (status: 0, body: "")
+        let deadline = Date().addingTimeInterval(40)
+        while Date() < deadline, first.status != 200 {
+            first = try await Self.get(g.health)
+            if first.status != 200 { try await Task.sleep(for: .milliseconds(300)) }
+        }
+        #expect(first.status == 200 && first.body.contains("\"bluetoothd\":\"available\""), "\(first) \(log())")
+        // Four pings' worth: every probe healthy.
+        var probes: [Int] = []
+        for _ in 0..<16 {
+            probes.append(try await Self.get(g.health).status)
+            try await Task.sleep(for: .milliseconds(500))
+        }
+        #expect(probes.allSatisfy { $0 == 200 }, "\(probes) \(log())")
+        #expect(!log().contains("did not answer a ping"), "\(log())")
+
+        kill(g.pid, SIGTERM)
+        let status = await exitStatus(g.pid, within: 15)
+        exited = status != nil
+        #expect(status == 0, "stops cleanly on SIGTERM while bluetoothd is slow: \(log())")
+    }
+
+    /// Answers 3.5 s late, beyond the ping's 2 s: reported as not
+    /// answering, as a stopped bluetoothd is, and SIGTERM still works.
+    @Test func slowerThanTheTimeoutIsReportedAsNotAnswering() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let simulator = try await SimulatorProcess.start(try Self.slowScenario(3.5, in: dir))
+        defer { simulator.stopEvenIfStopped() }
+        let g = try Self.gateway(bus: simulator.address, in: dir)
+        var exited = false
+        defer { if !exited { kill(g.pid, SIGKILL); _ = waitForExit(g.pid) } }
+        func log() -> String { (try? String(contentsOfFile: g.log, encoding: .utf8)) ?? "" }
+        var health = (status: 0, body: "")
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline, !health.body.contains("\"bluetoothd\":\"not answering\"") {
+            health = try await Self.get(g.health)
+            if !health.body.contains("not answering") { try await Task.sleep(for: .milliseconds(300)) }
+        }
+        #expect(health.status == 503 && health.body.contains("\"bluetoothd\":\"not answering\""), "\(health) \(log())")
+        #expect(log().contains("did not answer a ping within 2"), "\(log())")
+
+        kill(g.pid, SIGTERM)
+        let status = await exitStatus(g.pid, within: 15)
+        exited = status != nil
+        #expect(status == 0, "stops cleanly on SIGTERM while bluetoothd is too slow: \(log())")
+    }
+}
