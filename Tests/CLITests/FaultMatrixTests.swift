@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Glibc
+import Locking
 import Testing
 import TestSupport
 
@@ -464,5 +465,131 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         let status = await exitStatus(g.pid, within: 15)
         exited = status != nil
         #expect(status == 0, "stops cleanly on SIGTERM while bluetoothd is too slow: \(log())")
+    }
+}
+
+/// `scan` under an advertisement flood with its output slower than the
+/// radio (a pipe nobody reads for a while): memory stays bounded, each
+/// device's latest state is printed once the reader catches up (a device's
+/// later change replaces its earlier one; the count is said at the end),
+/// and SIGTERM ends it with exit 0. Before, a 4 096-event buffer dropped
+/// the oldest events: with more devices than that, devices whose last
+/// change fell out of it were never printed with their final state.
+@Suite(.timeLimit(.minutes(3))) struct FaultMatrixScanFloodTests {
+    static let devices = 5_000
+    static let changes = 15_000
+
+    static func rssKilobytes(_ pid: pid_t) -> Int? {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return Int(line.split(separator: " ").dropFirst().first ?? "")
+        }
+        return nil
+    }
+
+    /// The manufacturer data the simulator's flood gives device `i` last
+    /// (`BlueZSimulator.floodAdvertisements`: change k goes to device k mod n).
+    static func lastData(device i: Int) -> String {
+        var k = changes - 1
+        while k % devices != i { k -= 1 }
+        var data: [UInt8] = [0x05, 0x12, 0xFC, 0x53, 0x94, 0xC3, 0x7C, 0x00, 0x04, 0xFF, 0xFC, 0x04, 0x0C,
+                             0xAC, 0x36, 0x42, 0x00, 0xCD, 0xCB, 0xB8, 0x33, 0x4C, 0x88, 0x4F]
+        let temperature = UInt16(k % 8000)
+        data[1] = UInt8(temperature >> 8)
+        data[2] = UInt8(truncatingIfNeeded: temperature)
+        data[16] = UInt8(truncatingIfNeeded: k >> 8)
+        data[17] = UInt8(truncatingIfNeeded: k)
+        return data.map { String(format: "%02x", $0) }.joined()
+    }
+
+    @Test func aSlowReaderGetsEveryDevicesLatestStateWithBoundedMemory() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        let fifo = dir.appendingPathComponent("sim.in").path
+        try #require(mkfifo(fifo, 0o600) == 0)
+        let commands = open(fifo, O_RDWR)
+        try #require(commands >= 0)
+        let simOut = dir.appendingPathComponent("sim.out").path
+        let sim = try spawn(try builtExecutable("bench"), ["bluez-sim", "--address", bus.address, "--devices", "\(Self.devices)"],
+                            stdin: fifo, stdout: simOut, stderr: dir.appendingPathComponent("sim.err").path)
+        defer {
+            close(commands)
+            kill(sim, SIGKILL)
+            _ = waitForExit(sim)
+        }
+        func simText() -> String { (try? String(contentsOfFile: simOut, encoding: .utf8)) ?? "" }
+        try #require(await eventually(120) { simText().contains("READY") }, "the simulator listed its devices")
+
+        // scan's standard output is a FIFO we do not read yet: once its
+        // 64 KiB are full, every line scan writes waits.
+        let output = dir.appendingPathComponent("scan.out").path
+        try #require(mkfifo(output, 0o600) == 0)
+        let reader = open(output, O_RDONLY | O_NONBLOCK)
+        try #require(reader >= 0)
+        defer { close(reader) }
+        let errors = dir.appendingPathComponent("scan.err").path
+        let scan = try spawn(try builtExecutable("blecompanion"), ["scan", "--json", "--bus", bus.address], stdout: output, stderr: errors)
+        var exited = false
+        defer { if !exited { kill(scan, SIGKILL); _ = waitForExit(scan) } }
+        func errorText() -> String { (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "" }
+        // Its first lines (every device already in range) fill the pipe:
+        // from here on it is blocked on its output.
+        try await Task.sleep(for: .seconds(5))
+        #expect(errorText().isEmpty, "\(errorText())")
+        let baseline = try #require(Self.rssKilobytes(scan))
+
+        let flood = "flood \(Self.changes)\n"
+        _ = flood.withCString { write(commands, $0, strlen($0)) }
+        var peak = baseline
+        let floodDone = await eventually(90) {
+            peak = max(peak, Self.rssKilobytes(scan) ?? 0)
+            return simText().contains("DONE")
+        }
+        #expect(floodDone, "the flood ended")
+        try await Task.sleep(for: .seconds(1))
+        peak = max(peak, Self.rssKilobytes(scan) ?? 0)
+
+        // Now read: everything scan has to say comes out.
+        let collected = Lock<[UInt8]>([])
+        let drained = Task.detached {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            _ = fcntl(reader, F_SETFL, 0)   // blocking from here on
+            while true {
+                let n = buffer.withUnsafeMutableBytes { read(reader, $0.baseAddress, $0.count) }
+                if n <= 0 { break }
+                collected.withLock { $0 += buffer[0..<n] }
+            }
+        }
+        // Caught up when a quiet second passes with no new output.
+        var last = -1
+        for _ in 0..<120 {
+            try await Task.sleep(for: .seconds(1))
+            let now = collected.withLock { $0.count }
+            if now == last { break }
+            last = now
+        }
+        kill(scan, SIGTERM)
+        let status = await exitStatus(scan, within: 15)
+        exited = status != nil
+        await drained.value
+        #expect(status == 0, "SIGTERM: \(errorText())")
+
+        var latest: [String: String] = [:]
+        for line in String(decoding: collected.withLock { $0 }, as: UTF8.self).split(separator: "\n") {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                  let address = object["address"] as? String,
+                  let data = (object["manufacturer_data"] as? [String: String])?["0x0499"] else { continue }
+            latest[address] = data
+        }
+        var wrong: [String] = []
+        for i in 0..<Self.devices {
+            let address = String(format: "C0:%02X:%02X:%02X:%02X:%02X", (i >> 24) & 0xFF, (i >> 16) & 0xFF, (i >> 8) & 0xFF, i & 0xFF, 0x42)
+            if latest[address] != Self.lastData(device: i) { wrong.append(address) }
+        }
+        #expect(wrong.isEmpty, "\(wrong.count) of \(Self.devices) devices without their latest state, e.g. \(wrong.prefix(3))")
+        #expect(errorText().contains("not printed: standard output was slower than the advertisements"), "\(errorText())")
+        #expect(peak < baseline + 64 * 1024, "RSS \(baseline / 1024) MiB before the flood, \(peak / 1024) MiB at most during it")
     }
 }

@@ -56,7 +56,11 @@ struct ScanCommand: AsyncParsableCommand {
             let client = try await options.client()
             let adapter = try options.adapter(of: client)
             let keys = try options.bindkeys()
-            let events = client.mirror.events()
+            // Kept per device, not as a queue of every event: when our
+            // output is slower than the advertisements, a device's latest
+            // state replaces its earlier one (counted, said at the end).
+            let backlog = ScanBacklog(adapter: adapter.id)
+            let subscription = client.mirror.events(bufferCapacity: 1, where: backlog.note)
             // No UUIDs for bluetoothd: its filter never matches service-data
             // UUIDs (BTHome's fcd2 is only that); `passes` matches both here.
             let filter = DiscoveryFilter(rssi: rssi,
@@ -81,35 +85,33 @@ struct ScanCommand: AsyncParsableCommand {
                 }
                 group.addTask {
                     var away = false
-                    for await event in events {
-                        switch event {
-                        case let .interfacesAdded(path, names) where names.contains(BlueZInterface.device):
-                            if let id = DeviceID(path: path), id.adapter == adapter.id, let d = client.mirror.snapshot().devices[id],
-                               report(d, client, keys: keys) { reported.insert(id) }
-                        case let .propertiesChanged(path, BlueZInterface.device, changed, _):
-                            guard changed.keys.contains(where: { ["RSSI", "ManufacturerData", "ServiceData", "Name", "Alias"].contains($0) }),
-                                  let id = DeviceID(path: path), id.adapter == adapter.id,
-                                  let d = client.mirror.snapshot().devices[id] else { continue }
-                            if report(d, client, keys: keys) { reported.insert(id) }
-                        case let .interfacesRemoved(path, names) where names.contains(BlueZInterface.device):
-                            // Only devices this scan reported (the filters apply to "lost" too).
-                            if let id = DeviceID(path: path), id.adapter == adapter.id, reported.remove(id) {
-                                out(options.json ? jsonLine(["address": id.address.description, "event": "lost"]) : "\(id.address)  lost")
+                    for await _ in backlog.wakes {
+                        while let item = backlog.pop() {
+                            switch item {
+                            case let .seen(id):
+                                if let d = client.mirror.snapshot().devices[id], report(d, client, keys: keys) { reported.insert(id) }
+                            case let .lost(id, seenAgain):
+                                // Only devices this scan reported (the filters apply to "lost" too).
+                                if reported.remove(id) {
+                                    out(options.json ? jsonLine(["address": id.address.description, "event": "lost"]) : "\(id.address)  lost")
+                                }
+                                if seenAgain, let d = client.mirror.snapshot().devices[id], report(d, client, keys: keys) {
+                                    reported.insert(id)
+                                }
+                            case .notice(.interfacesRemoved):
+                                printError("adapter \(adapter.id.name) was removed; waiting for it to return…")
+                            case .notice(.interfacesAdded):
+                                printError("adapter \(adapter.id.name) is back; scanning again.")
+                            case .notice(.availability(false)):
+                                away = true
+                                printError("bluetoothd went away; waiting for it to return…")
+                            case .notice(.availability(true)) where away:
+                                away = false
+                                printError("bluetoothd is back; scanning again.")
+                            case .notice:
+                                continue
                             }
-                        case let .interfacesRemoved(path, names) where names.contains(BlueZInterface.adapter) && path == adapter.id.path:
-                            printError("adapter \(adapter.id.name) was removed; waiting for it to return…")
-                        case let .interfacesAdded(path, names) where names.contains(BlueZInterface.adapter) && path == adapter.id.path:
-                            printError("adapter \(adapter.id.name) is back; scanning again.")
-                        case .availability(false):
-                            away = true
-                            printError("bluetoothd went away; waiting for it to return…")
-                        case .availability(true) where away:
-                            away = false
-                            printError("bluetoothd is back; scanning again.")
-                        default:
-                            continue
                         }
-
                     }
                     return false
                 }
@@ -117,6 +119,11 @@ struct ScanCommand: AsyncParsableCommand {
                 let first = await group.next() ?? false
                 group.cancelAll()
                 return first
+            }
+            withExtendedLifetime(subscription) {}
+            let merged = backlog.merged
+            if merged > 0 {
+                printError("\(merged) change\(merged == 1 ? " was" : "s were") not printed: standard output was slower than the advertisements, so each device's latest state was printed instead of every change.")
             }
             if busLost {
                 printError("Error: lost the connection to the D-Bus bus (the bus daemon stopped or restarted). See `blecompanion doctor`.")
