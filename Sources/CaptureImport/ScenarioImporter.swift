@@ -198,15 +198,14 @@ public enum ScenarioImporter {
     /// "1 record", "2 records".
     static func plural(_ n: Int, _ noun: String) -> String { "\(n) \(noun)\(n == 1 ? "" : "s")" }
 
-    /// Notes counted by text, in first-seen order.
+    /// Notes counted by text, listed alphabetically (the order they are
+    /// found in depends on whether the capture is read whole or streamed).
     struct Notes {
-        private var order: [String] = []
         private var counts: [String: Int] = [:]
         mutating func add(_ text: String, count: Int = 1) {
-            if counts[text] == nil { order.append(text) }
             counts[text, default: 0] += count
         }
-        var lines: [String] { order.map { counts[$0, default: 1] > 1 ? "\($0) (\(counts[$0, default: 1])×)" : $0 } }
+        var lines: [String] { counts.keys.sorted().map { counts[$0, default: 1] > 1 ? "\($0) (\(counts[$0, default: 1])×)" : $0 } }
     }
 
     // MARK: Advertisements

@@ -43,18 +43,43 @@ enum Harness: String, CaseIterable {
 }
 
 private func fuzzBtsnoop(_ input: [UInt8]) -> Int {
+    let options = ScenarioImporter.Options(name: "fuzz", sourceName: "fuzz.btsnoop", sizeLimit: Scenario.maximumFileBytes)
+    // As import-btsnoop does: read in blocks (here of a size the input
+    // picks, 1 to 257 bytes) and folded as it goes. It must agree with the
+    // whole-file path: the same error, or the same scenario.
+    let block = 1 + Int(input.last ?? 0)
+    var streaming = StreamingImport(options: options)
+    let streamed: Result<ScenarioImporter.Result, CaptureError>
+    do throws(CaptureError) {
+        var at = 0
+        while at < input.count, try streaming.append(input[at..<min(at + block, input.count)]) { at += block }
+        streamed = .success(try streaming.finish())
+    } catch {
+        streamed = .failure(error)
+    }
     let timeline: CaptureTimeline
     do {
         timeline = try CaptureAnalyzer.analyze(input)
     } catch {
+        guard case .failure(error) = streamed else {
+            preconditionFailure("the whole-file reader refuses the capture (\(error)) and the streamed import does not")
+        }
         return error.description.utf8.count
     }
-    // As import-btsnoop does: converted and written up to the simulator's
-    // limit (past it: exit 70). Below it, what is written must load.
-    let result = ScenarioImporter.convert(timeline, options: .init(name: "fuzz", sourceName: "fuzz.btsnoop",
-                                                                   sizeLimit: Scenario.maximumFileBytes))
+    // Converted and written up to the simulator's limit (past it: exit 70).
+    // Below it, what is written must load.
+    let result = ScenarioImporter.convert(timeline, options: options)
+    guard case let .success(other) = streamed else {
+        preconditionFailure("the streamed import refuses a capture the whole-file reader takes: \(streamed)")
+    }
+    guard other.exceedsSizeLimit == result.exceedsSizeLimit else {
+        preconditionFailure("streamed and whole imports disagree on the size limit")
+    }
     guard !result.exceedsSizeLimit, let text = result.scenario.text(limit: Scenario.maximumFileBytes) else {
         return result.summary.lines.count
+    }
+    guard other.scenario.text(limit: Scenario.maximumFileBytes) == text, other.summary == result.summary else {
+        preconditionFailure("the streamed import wrote another scenario than the whole-file one")
     }
     do {
         _ = try Scenario.parse(text, fileName: "imported.json")

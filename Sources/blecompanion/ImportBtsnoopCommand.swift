@@ -106,50 +106,30 @@ struct ImportBtsnoopCommand: ParsableCommand {
         let message: String
     }
 
-    /// Reads the capture at `path` in 256 KiB blocks through
-    /// ``BtsnoopStream`` and ``CaptureAnalyzer`` (advertisements handed to
-    /// the importer every block, not kept), stopping early once the scenario
-    /// cannot fit `options.sizeLimit`.
+    /// Reads the capture at `path` in 256 KiB blocks into a
+    /// ``StreamingImport``, stopping early once the scenario cannot fit
+    /// `options.sizeLimit`.
     static func importCapture(at path: String, options: ScenarioImporter.Options) throws -> ScenarioImporter.Result {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             throw CaptureReadError(message: "cannot read \(path): \(String(cString: strerror(errno)))")
         }
         defer { close(fd) }
-        var stream = BtsnoopStream()
-        var analyzer: CaptureAnalyzer?
-        var builder = ScenarioImporter.Builder(options: options)
+        var importer = StreamingImport(options: options)
         var block = [UInt8](repeating: 0, count: 256 * 1024)
         do {
-            reading: while true {
+            while true {
                 let n = block.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
                 if n < 0 {
                     if errno == EINTR { continue }
                     throw CaptureReadError(message: "cannot read \(path): \(String(cString: strerror(errno)))")
                 }
                 if n == 0 { break }
-                stream.append(block[0..<n])
-                while let record = try stream.next() {
-                    if analyzer == nil, let datalink = stream.datalink {
-                        analyzer = CaptureAnalyzer(datalink: datalink, keepsAdvertisements: false)
-                    }
-                    analyzer?.add(record)
-                }
-                if let advertisements = analyzer?.takeAdvertisements() {
-                    builder.add(advertisements, firstTimestamp: analyzer?.timeline.firstTimestamp)
-                }
-                if builder.exceedsSizeLimit { break reading }
+                guard try importer.append(block[0..<n]) else { break }
             }
-            if !builder.exceedsSizeLimit { try stream.finish() }
+            return try importer.finish()
         } catch let error as CaptureError {
             throw CaptureReadError(message: "\(path): \(error)")
         }
-        guard var a = analyzer ?? stream.datalink.map({ CaptureAnalyzer(datalink: $0, keepsAdvertisements: false) }) else {
-            // finish() has thrown for a file without a whole header.
-            throw CaptureReadError(message: "\(path): not a btsnoop capture")
-        }
-        a.endOfCapture()
-        builder.add(a.takeAdvertisements(), firstTimestamp: a.timeline.firstTimestamp)
-        return builder.finish(a.finish())
     }
 }

@@ -363,26 +363,10 @@ enum Snoop {
 @Suite("Capture import: streamed")
 struct StreamedImportTests {
     static func streamed(_ bytes: [UInt8], block: Int, options: ScenarioImporter.Options) throws -> ScenarioImporter.Result {
-        var stream = BtsnoopStream()
-        var analyzer: CaptureAnalyzer?
-        var builder = ScenarioImporter.Builder(options: options)
+        var importer = StreamingImport(options: options)
         var at = 0
-        while at < bytes.count, !builder.exceedsSizeLimit {
-            stream.append(bytes[at..<min(at + block, bytes.count)])
-            at += block
-            while let record = try stream.next() {
-                if analyzer == nil, let datalink = stream.datalink {
-                    analyzer = CaptureAnalyzer(datalink: datalink, keepsAdvertisements: false)
-                }
-                analyzer?.add(record)
-            }
-            if let ads = analyzer?.takeAdvertisements() { builder.add(ads, firstTimestamp: analyzer?.timeline.firstTimestamp) }
-        }
-        var a = try #require(analyzer)
-        a.endOfCapture()
-        builder.add(a.takeAdvertisements(), firstTimestamp: a.timeline.firstTimestamp)
-        #expect(a.finish().devices.allSatisfy { $0.advertisements.isEmpty })
-        return builder.finish(a.finish())
+        while at < bytes.count, try importer.append(bytes[at..<min(at + block, bytes.count)]) { at += block }
+        return try importer.finish()
     }
 
     @Test(arguments: ["bthome-pvvx-monitor.btsnoop", "heart-rate-h4.btsnoop", "xiaomi-h1.btsnoop"])

@@ -429,9 +429,6 @@ public struct CaptureAnalyzer: Sendable {
             copy.timeline.devices[i].services = services
             copy.timeline.devices[i].unplacedCharacteristics = unplaced
         }
-        for i in copy.timeline.devices.indices {
-            copy.timeline.devices[i].advertisements.sort { $0.record < $1.record }
-        }
         return copy.timeline
     }
 

@@ -224,6 +224,10 @@ public struct CapturedService: Equatable, Sendable {
 public struct CapturedDevice: Equatable, Sendable {
     public var address: DeviceAddress
     public var addressType: CaptureAddressType
+    /// In the order they were complete: an extended advertisement split
+    /// over several reports comes where its last part was (with its first
+    /// part's time and record), so a capture read as it arrives gives the
+    /// same order as one read whole.
     public var advertisements: [CapturedAdvertisement]
     public var connections: [CapturedConnection]
     /// The GATT layout discovered by a client on our side, in handle order.
