@@ -243,13 +243,19 @@ public struct BlueZClient: Sendable {
     /// disconnected, or bluetoothd restarted) the stream yields
     /// ``NotificationEvent/paused(_:)`` and, once the characteristic is back,
     /// starts notifications again and yields ``NotificationEvent/resumed``.
-    public func notifications(_ characteristic: GATTAttributeID, bufferCapacity: Int = 1024) async throws(BlueZError) -> AsyncStream<NotificationEvent> {
+    ///
+    /// `reconnect`: while paused, connect the device again whenever it is
+    /// there to connect to (``reconnect(_:)``), backing off from 1 s to 30 s
+    /// between failed attempts, instead of waiting for someone else to.
+    public func notifications(_ characteristic: GATTAttributeID, bufferCapacity: Int = 1024,
+                              reconnect: Bool = false) async throws(BlueZError) -> AsyncStream<NotificationEvent> {
         let events = mirror.events(bufferCapacity: bufferCapacity)
         try await startNotify(characteristic)
         let path = characteristic.path
         let client = self
         let (stream, continuation) = AsyncStream<NotificationEvent>.makeStream(bufferingPolicy: .bufferingNewest(bufferCapacity))
         let devicePath = characteristic.device.path
+        let reconnector = reconnect ? Task { await client.keepConnected(characteristic.device) } : nil
         let task = Task {
             // bluetoothd keeps the GATT objects of a disconnected device
             // ([GATT] Cache=always), so a disconnection is seen on the device's
@@ -299,9 +305,58 @@ public struct BlueZClient: Sendable {
         }
         continuation.onTermination = { _ in
             task.cancel()
+            reconnector?.cancel()
             Task { try? await client.stopNotify(characteristic) }
         }
         return stream
+    }
+
+    /// Connects `device` again, and waits for its services, when bluetoothd
+    /// knows it but has no usable link to it. After bluetoothd was killed
+    /// and started again, the kernel still holds the link (seen on the real
+    /// stack): the new bluetoothd lists the device as Connected, without
+    /// GATT objects, and answers Connect at once without opening ATT
+    /// (`dev_connect()` returns for an LE device it thinks connected). So a
+    /// connected device without resolved services is disconnected first
+    /// (bluetoothd then forgets it; the kernel may keep the link, and ATT is
+    /// opened over it), then connected.
+    public func reconnect(_ device: DeviceID, timeout: Duration = .seconds(30)) async throws(BlueZError) {
+        guard let d = mirror.snapshot().devices[device] else { throw .notFound("device \(device.address)") }
+        guard !d.servicesResolved else { return }
+        if d.connected {
+            try? await disconnect(device)
+            // Connected=false follows Disconnect's reply; a Connect before it
+            // would be answered at once again.
+            try await mirror.wait(for: "\(device.address) to be disconnected", timeout: .seconds(10)) { snap in
+                !snap.available || snap.devices[device]?.connected != true
+            }
+        }
+        try await connectResolvingServices(device, timeout: timeout)
+    }
+
+    /// Until cancelled: whenever bluetoothd is there and lists `device`
+    /// without resolved services, ``reconnect(_:)`` it; after a failure
+    /// wait 1 s, doubling to 30 s, before the next attempt.
+    func keepConnected(_ device: DeviceID) async {
+        var pause = Duration.seconds(1)
+        while !Task.isCancelled {
+            do {
+                try await mirror.wait(for: "\(device.address) to be there without its services", timeout: .seconds(86_400)) { snap in
+                    snap.available && snap.devices[device].map { !$0.servicesResolved } == true
+                }
+            } catch {
+                if case .cancelled = error { return }
+                continue
+            }
+            do throws(BlueZError) {
+                try await reconnect(device)
+                pause = .seconds(1)
+            } catch {
+                if case .cancelled = error { return }
+                do { try await Task.sleep(for: pause) } catch { return }
+                pause = min(pause * 2, .seconds(30))
+            }
+        }
     }
 
     /// Starts discovery with `filter` and keeps it running — across

@@ -179,6 +179,9 @@ final class DeviceState {
     var trusted: Bool
     var blocked: Bool
     var connected = false
+    /// The link outlived a killed bluetoothd (``Scenario/Outage/killed``):
+    /// Connected again when it returns, without ATT until a Disconnect.
+    var linkKept = false
     var connecting = false
     var servicesResolved = false
     var connectFailuresLeft: Int
@@ -452,7 +455,8 @@ public actor BlueZSimulator {
             return
         }
         for outage in scenario.outages {
-            at(outage.at) { sim in await sim.bluetoothdVanishes() }
+            let killed = outage.killed
+            at(outage.at) { sim in await sim.bluetoothdVanishes(killed: killed) }
             if let back = outage.returnAt { at(back) { sim in await sim.bluetoothdReturns() } }
         }
         for a in adapters {
@@ -496,9 +500,10 @@ public actor BlueZSimulator {
         }
     }
 
-    func bluetoothdVanishes() {
+    func bluetoothdVanishes(killed: Bool = false) {
         guard isOnBus else { return }
-        log("bluetoothd vanishes")
+        log(killed ? "bluetoothd is killed (the kernel keeps its links)" : "bluetoothd vanishes")
+        for d in devices { d.linkKept = killed && d.connected }
         goOffBus()
     }
 
@@ -509,8 +514,13 @@ public actor BlueZSimulator {
         // on a moment later (AutoEnable): clients see Powered go false → true.
         let autoEnabled = adapters.filter { $0.present && $0.spec.powered }
         for a in autoEnabled { a.powered = false }
+        // Links the kernel kept: the new bluetoothd learns them from the
+        // kernel (mgmt Get Connections) and lists those devices Connected.
+        let kept = devices.filter { $0.linkKept }
+        for d in kept { d.connected = true }
         do {
             try await goOnBus()
+            for d in kept { try await exportDevice(d) }
             autoEnable(autoEnabled.map(\.spec.id))
         } catch {
             log("could not return to the bus: \(error)")

@@ -244,8 +244,10 @@ extension BlueZSimulator {
         _ = try requirePowered(d.adapterID)
         guard d.registration != nil else { throw bluezError("DoesNotExist", "Does Not Exist") }
         if d.blocked { throw bluezError("Failed", "Blocked") }
-        if d.connected && d.servicesResolved { return [] }
-        if d.connecting || d.connected { throw bluezError("InProgress", "In Progress") }
+        // An LE device bluetoothd holds connected: success at once, services
+        // resolved or not (dev_connect()); after a kill that opens no ATT.
+        if d.connected { return [] }
+        if d.connecting { throw bluezError("InProgress", "In Progress") }
         d.connecting = true
         d.removalTask?.cancel()
         let generation = d.connectionGeneration
@@ -398,6 +400,7 @@ extension BlueZSimulator {
         let wasResolved = d.servicesResolved
         d.servicesResolved = false
         d.connected = false
+        d.linkKept = false
         if wasResolved { d.registration?.setProperty(BlueZ.device, "ServicesResolved", .boolean(false)) }
         // The GATT objects and the UUIDs they added stay: bluetoothd keeps
         // its attribute cache ([GATT] Cache=always) until the device goes.

@@ -57,9 +57,16 @@ public struct Scenario: Sendable {
         public var at: Double
         /// nil: never comes back.
         public var returnAt: Double?
-        public init(at: Double, returnAt: Double?) {
+        /// bluetoothd was killed (SIGKILL, a crash), not stopped: it did not
+        /// power its adapters down, so the kernel keeps its LE links. Devices
+        /// connected before come back Connected, without GATT objects, and
+        /// Connect answers at once without opening ATT until a Disconnect
+        /// (seen with bluetoothd 5.66 on the real stack). bluetoothd outages only.
+        public var killed = false
+        public init(at: Double, returnAt: Double?, killed: Bool = false) {
             self.at = at
             self.returnAt = returnAt
+            self.killed = killed
         }
     }
 }

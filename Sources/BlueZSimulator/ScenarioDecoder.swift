@@ -223,7 +223,7 @@ struct ScenarioDecoder {
             case "bluetoothd":
                 for (k, v) in try object(node, allowed: ["outages", "experimental", "version", "replyDelay"]) {
                     switch k {
-                    case "outages": s.outages = try outages(v)
+                    case "outages": s.outages = try outages(v, bluetoothd: true)
                     case "experimental": s.experimental = try bool(v)
                     case "version":
                         let text = try string(v)
@@ -317,17 +317,22 @@ struct ScenarioDecoder {
         return s
     }
 
-    func outages(_ node: JSONNode) throws(ScenarioError) -> [Scenario.Outage] {
+    func outages(_ node: JSONNode, bluetoothd: Bool = false) throws(ScenarioError) -> [Scenario.Outage] {
         var out: [Scenario.Outage] = []
         for item in try array(node) {
             var at: Double?
             var back: Double?
-            for (k, v) in try object(item, allowed: ["at", "returnAt"]) {
-                if k == "at" { at = try seconds(v) } else { back = try seconds(v) }
+            var killed = false
+            for (k, v) in try object(item, allowed: bluetoothd ? ["at", "returnAt", "killed"] : ["at", "returnAt"]) {
+                switch k {
+                case "at": at = try seconds(v)
+                case "killed": killed = try bool(v)
+                default: back = try seconds(v)
+                }
             }
             guard let start = at else { throw fail(item, "missing member \"at\"") }
             if let back, back <= start { throw fail(item["returnAt"] ?? item, "returnAt (\(back)) must be after at (\(start))") }
-            out.append(.init(at: start, returnAt: back))
+            out.append(.init(at: start, returnAt: back, killed: killed))
         }
         return out
     }

@@ -37,6 +37,7 @@ extension Scenario {
         .array(list.map { o in
             var m: [(String, JSONOut)] = [("at", .seconds(o.at))]
             if let r = o.returnAt { m.append(("returnAt", .seconds(r))) }
+            if o.killed { m.append(("killed", .bool(true))) }
             return .object(m)
         })
     }

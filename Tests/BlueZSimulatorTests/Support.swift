@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import Locking
 import Testing
 @testable import BlueZSimulator
 
@@ -110,13 +111,28 @@ func bluetoothctl(_ arguments: [String], bus: PrivateBus, script: [String] = [],
     }
     // Blocking reads and waits run on threads of their own, not on the
     // cooperative pool that the in-process simulator needs.
+    let received = Lock(Data())
     let reader = Task {
         await withCheckedContinuation { (c: CheckedContinuation<Data, Never>) in
             Thread {
-                let data = out.fileHandleForReading.readDataToEndOfFile()
+                while true {
+                    let chunk = out.fileHandleForReading.availableData
+                    if chunk.isEmpty { break }
+                    received.withLock { $0.append(chunk) }
+                }
                 process.waitUntilExit()
-                c.resume(returning: data)
+                c.resume(returning: received.withLock { $0 })
             }.start()
+        }
+    }
+    // Commands only once bluetoothctl has reached bluetoothd ("Agent
+    // registered"): typed earlier, a loaded machine's bluetoothctl answers
+    // them from an empty view ("Device … not available").
+    if !script.isEmpty {
+        let ready = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < ready,
+              !String(decoding: received.withLock { $0 }, as: UTF8.self).contains("Agent registered") {
+            try await Task.sleep(for: .milliseconds(50))
         }
     }
     for line in script {

@@ -227,6 +227,71 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
         }
     }
 
+    /// bluetoothd killed (SIGKILL), not stopped: the kernel keeps the link,
+    /// so the new bluetoothd lists the strap Connected without services, and
+    /// Connect answers at once without opening ATT (real 5.66, VM tier).
+    /// `reconnect(_:)` disconnects first; the stream with `reconnect: true`
+    /// does that by itself and resumes.
+    @Test func afterBluetoothdIsKilledTheLinkIsKeptAndReconnectingResumesNotifications() async throws {
+        let scenario = try Scenario.parse("""
+            {"settings": {"connectDelay": 0.05, "disconnectDelay": 0.2},
+             "bluetoothd": {"outages": [{"at": 1.0, "returnAt": 1.4, "killed": true}]},
+             "devices": [{"address": "A4:C1:38:00:00:0B", "name": "Strap", "paired": true, "trusted": true,
+               "gatt": [{"uuid": "180d", "characteristics": [{"uuid": "2a37", "flags": ["notify"], "value": "0048",
+                 "notifications": {"timeline": [{"at": 0.05, "value": "0049"}], "repeatEvery": 0.1}}]}]}]}
+            """)
+        #expect(scenario.outages.first?.killed == true)
+        try await withSimulator(loaded: scenario) { _, client in
+            let strap = try device(client, "A4:C1:38:00:00:0B")
+            try await client.connectResolvingServices(strap, timeout: .seconds(5))
+            let hrm = try #require(client.mirror.snapshot().characteristic("2a37", on: strap))
+            let stream = try await client.notifications(hrm.id, reconnect: true)
+            let watchdog = Task {
+                try await Task.sleep(for: .seconds(20))
+                Issue.record("no value after resuming within 20 s")
+            }
+            defer { watchdog.cancel() }
+            var paused = false, resumed = false, valueAfter = false
+            for await e in stream {
+                switch e {
+                case .value: if resumed { valueAfter = true }
+                case .paused: paused = true
+                case .resumed: resumed = true
+                }
+                if valueAfter { break }
+            }
+            #expect(paused && resumed && valueAfter)
+        }
+    }
+
+    /// The model itself: after a kill the device is Connected without
+    /// services; Connect changes nothing; Disconnect then Connect resolves.
+    @Test func aKilledBluetoothdComesBackWithTheLinkAndWithoutATT() async throws {
+        let scenario = try Scenario.parse("""
+            {"settings": {"connectDelay": 0.05, "disconnectDelay": 0.2},
+             "bluetoothd": {"outages": [{"at": 0.8, "returnAt": 1.0, "killed": true}]},
+             "devices": [{"address": "A4:C1:38:00:00:0C", "name": "Strap", "paired": true,
+               "gatt": [{"uuid": "180d", "characteristics": [{"uuid": "2a37", "flags": ["read"], "value": "0048"}]}]}]}
+            """)
+        try await withSimulator(loaded: scenario) { _, client in
+            let strap = try device(client, "A4:C1:38:00:00:0C")
+            try await client.connectResolvingServices(strap, timeout: .seconds(5))
+            try await client.mirror.wait(for: "bluetoothd gone", timeout: .seconds(5)) { !$0.available }
+            try await client.mirror.wait(for: "bluetoothd back", timeout: .seconds(5)) {
+                $0.available && $0.devices[strap] != nil && $0.adapters[strap.adapter]?.powered == true
+            }
+            let back = try #require(client.mirror.snapshot().devices[strap])
+            #expect(back.connected && !back.servicesResolved, "Connected, no ATT: \(back.connected) \(back.servicesResolved)")
+            try await client.connect(strap)   // answered at once
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(client.mirror.snapshot().devices[strap]?.servicesResolved == false, "Connect alone opens no ATT")
+            try await client.reconnect(strap)
+            #expect(client.mirror.snapshot().devices[strap]?.servicesResolved == true)
+            let value = try #require(client.mirror.snapshot().characteristic("2a37", on: strap))
+            #expect(try await client.readValue(value.id) == [0x00, 0x48], "ATT works again")
+        }
+    }
+
     /// bluetoothd keeps the GATT objects across a disconnection, so the
     /// stream must see the link go on the device and ask again after a reconnect.
     @Test func notificationsPauseWhenTheLinkDropsAndResumeAfterReconnecting() async throws {

@@ -269,6 +269,8 @@ struct NotifyCommand: AsyncParsableCommand {
         commandName: "notify", abstract: "Stream a characteristic's notifications, decoded.",
         discussion: """
             Runs until --count values, --duration seconds or Ctrl-C; notifications are stopped on the way out. \
+            When the device disconnects or bluetoothd restarts, it connects again once the device is there \
+            (retrying every 1 to 30 s) and carries on. \
             With --acquire the values come through AcquireNotify's socket instead of a D-Bus signal each \
             (bleak's default); that ends when the device disconnects.
             """)
@@ -291,7 +293,9 @@ struct NotifyCommand: AsyncParsableCommand {
             guard c.canNotify else { throw CLIError("characteristic \(shortUUID(c.uuid)) does not notify (flags: \(c.flags.sorted().joined(separator: ", "))).") }
             if acquire { return try await acquired(client, c) }
             let stream: AsyncStream<NotificationEvent>
-            do { stream = try await client.notifications(c.id) } catch { throw CLIError(error) }
+            // Paused when the link or bluetoothd goes; connected again when
+            // the device is there (after bluetoothd restarts, too).
+            do { stream = try await client.notifications(c.id, reconnect: true) } catch { throw CLIError(error) }
             let stop = StopSignal(after: duration)
             let json = options.json, limit = count
             await withTaskGroup(of: Void.self) { group in
@@ -304,7 +308,7 @@ struct NotifyCommand: AsyncParsableCommand {
                             seen += 1
                             if let limit, seen >= limit { return }
                         case let .paused(reason):
-                            printError("Notifications paused: \(reason.description)")
+                            printError("Notifications paused: \(reason.description); connecting again when the device is there…")
                         case .resumed:
                             printError("Notifications resumed.")
                         }
