@@ -145,10 +145,25 @@ public struct BlueZClient: Sendable {
     /// never sets ServicesResolved), the link is closed again and the error
     /// says so, as bleak does: a link without services serves no read, write
     /// or notification, and would stay up after we exit.
+    ///
+    /// A device bluetoothd already lists as connected but without services
+    /// is given 5 s to resolve them (another client's connection may be
+    /// under way); then its link is taken for one the kernel kept across a
+    /// bluetoothd restart, on which bluetoothd never opens ATT and which
+    /// Connect does not touch, and it is disconnected first (``reconnect(_:)``).
     public func connectResolvingServices(_ device: DeviceID, timeout: Duration = .seconds(30)) async throws(BlueZError) {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
-        try await connect(device, timeout: timeout)
+        if let d = mirror.snapshot().devices[device], d.connected, !d.servicesResolved {
+            do {
+                try await waitForServicesResolved(device, timeout: min(.seconds(5), timeout))
+                return
+            } catch {
+                guard case .timedOut = error else { throw error }
+                try await dropStaleLink(device)
+            }
+        }
+        try await connect(device, timeout: max(deadline - clock.now, .milliseconds(100)))
         do {
             try await waitForServicesResolved(device, timeout: max(deadline - clock.now, .milliseconds(100)))
         } catch {
@@ -323,15 +338,18 @@ public struct BlueZClient: Sendable {
     public func reconnect(_ device: DeviceID, timeout: Duration = .seconds(30)) async throws(BlueZError) {
         guard let d = mirror.snapshot().devices[device] else { throw .notFound("device \(device.address)") }
         guard !d.servicesResolved else { return }
-        if d.connected {
-            try? await disconnect(device)
-            // Connected=false follows Disconnect's reply; a Connect before it
-            // would be answered at once again.
-            try await mirror.wait(for: "\(device.address) to be disconnected", timeout: .seconds(10)) { snap in
-                !snap.available || snap.devices[device]?.connected != true
-            }
-        }
+        if d.connected { try await dropStaleLink(device) }
         try await connectResolvingServices(device, timeout: timeout)
+    }
+
+    /// Disconnect, and wait until bluetoothd says so: Connected=false
+    /// follows Disconnect's reply, and a Connect before it would be answered
+    /// at once again.
+    private func dropStaleLink(_ device: DeviceID) async throws(BlueZError) {
+        try? await disconnect(device)
+        try await mirror.wait(for: "\(device.address) to be disconnected", timeout: .seconds(10)) { snap in
+            !snap.available || snap.devices[device]?.connected != true
+        }
     }
 
     /// Until cancelled: whenever bluetoothd is there and lists `device`

@@ -265,7 +265,8 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
     }
 
     /// The model itself: after a kill the device is Connected without
-    /// services; Connect changes nothing; Disconnect then Connect resolves.
+    /// services; Connect changes nothing; connecting as `connect` does
+    /// (`connectResolvingServices`) gets ATT back.
     @Test func aKilledBluetoothdComesBackWithTheLinkAndWithoutATT() async throws {
         let scenario = try Scenario.parse("""
             {"settings": {"connectDelay": 0.05, "disconnectDelay": 0.2},
@@ -285,8 +286,13 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
             try await client.connect(strap)   // answered at once
             try await Task.sleep(for: .milliseconds(300))
             #expect(client.mirror.snapshot().devices[strap]?.servicesResolved == false, "Connect alone opens no ATT")
-            try await client.reconnect(strap)
+            // What `blecompanion connect` does: 5 s for services, then the
+            // link is taken for a kept one, disconnected and connected again.
+            let clock = ContinuousClock()
+            let started = clock.now
+            try await client.connectResolvingServices(strap, timeout: .seconds(15))
             #expect(client.mirror.snapshot().devices[strap]?.servicesResolved == true)
+            #expect(clock.now - started >= .seconds(5), "the services were given their 5 s first")
             let value = try #require(client.mirror.snapshot().characteristic("2a37", on: strap))
             #expect(try await client.readValue(value.id) == [0x00, 0x48], "ATT works again")
         }

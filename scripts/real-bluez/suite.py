@@ -323,6 +323,71 @@ class Suite:
         return (f"scan and gateway kept running; devices rediscovered, agent registered again, BTHome published "
                 f"({time.monotonic() - restarted:.0f} s after the restart)")
 
+    def w_notify_across_restart(self):
+        """bluetoothd killed while `notify` streams the heart-rate strap. The
+        kernel keeps the link; the new bluetoothd lists the strap Connected
+        without GATT objects and answers Connect at once without opening ATT.
+        notify disconnects it (bluetoothd forgets the link) and connects it
+        again, and the values carry on."""
+        self.ensure_known(POLAR)
+        self.run("connect", POLAR, "--timeout", "30", timeout=60)
+        notify = self.spawn("notify", POLAR, "2a37", "--json", "--duration", "150")
+        lines = []  # (monotonic time, "out" or "err", text)
+
+        def pump(stream, name):
+            for line in stream:
+                lines.append((time.monotonic(), name, line.rstrip()))
+        pumps = [threading.Thread(target=pump, args=(notify.stdout, "out"), daemon=True),
+                 threading.Thread(target=pump, args=(notify.stderr, "err"), daemon=True)]
+        for t in pumps:
+            t.start()
+
+        def values_after(t0):
+            return [l for l in lines if l[1] == "out" and l[0] > t0]
+
+        def wait_for(condition, seconds):
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline and not condition():
+                time.sleep(0.3)
+            return condition()
+        try:
+            check(wait_for(lambda: values_after(0), 30), "no notification from the strap before the kill")
+            # The calls made to the strap from here on: notify's Disconnect
+            # and Connect (what it takes on a kept link), for the result.
+            calls = subprocess.Popen(["dbus-monitor", "--system", "type='method_call',interface='org.bluez.Device1'"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            self.stop_bluetoothd(signal.SIGKILL)
+            killed = time.monotonic()
+            time.sleep(2)
+            self.start_bluetoothd()
+            back = time.monotonic()
+            self.bluetoothctl("info", POLAR)   # in the log: what the new bluetoothd says of the kept link
+            resumed = wait_for(lambda: len(values_after(back)) >= 2, 120)
+            calls.terminate()
+            monitored, _ = calls.communicate(timeout=10)
+            members = [l.split("member=")[1].split()[0] for l in monitored.splitlines()
+                       if "member=" in l and "interface=org.bluez.Device1" in l]
+            self.log(f"Device1 calls after the kill: {members}")
+        finally:
+            if notify.poll() is None:
+                notify.send_signal(signal.SIGTERM)
+            try:
+                notify.wait(30)
+            except subprocess.TimeoutExpired:
+                notify.kill()
+                notify.wait()
+            for t in pumps:
+                t.join(5)
+            self.log("notify across the kill:\n" + "\n".join(f"{t:.1f} {n} {x[:160]}" for t, n, x in lines[-80:]))
+        errors = [l[2] for l in lines if l[1] == "err"]
+        check(any("Notifications paused" in e for e in errors), f"notify did not say it paused: {errors[-5:]}")
+        check(resumed, f"no value within 120 s of bluetoothd's return: {errors[-5:]}")
+        check(any("Notifications resumed" in e for e in errors), f"notify did not say it resumed: {errors[-5:]}")
+        check(notify.returncode == 0, f"notify exited {notify.returncode} on SIGTERM")
+        first = values_after(back)[0][0]
+        return (f"values before the kill, paused, resumed {first - killed:.0f} s after it, "
+                f"{len(values_after(back))} values after the return; Device1 calls meanwhile: {', '.join(members) or 'none'}")
+
     def w_power_cycle(self):
         scan = self.spawn("scan", "--json", "--duration", "30")
         time.sleep(5)
@@ -493,7 +558,8 @@ class Suite:
                  # Right after the write workflow: the pad it disconnected no longer
                  # advertises (open finding), and bluetoothd forgets it ~30 s later.
                  "w_pair_numeric_comparison", "w_pair_passkey", "w_pair_just_works", "w_capture_import_simulate", "w_record_simulate",
-                 "w_gateway_mqtt", "w_gateway_passive_scanning", "w_power_cycle", "w_bluetoothd_restart"]
+                 "w_gateway_mqtt", "w_gateway_passive_scanning", "w_power_cycle", "w_bluetoothd_restart",
+                 "w_notify_across_restart"]
         order += [w for w in workflows if w not in order]
         if only:
             order = [w for w in order if any(o in w for o in only)]
