@@ -156,7 +156,7 @@ let package = Package(
             "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer", "TestSupport", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus", "TestSupport", "Locking"]),
+        .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus", "TestSupport", "Locking", "BlueZSimulator"]),
         .testTarget(name: "CaptureTests", dependencies: [
             "Capture", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport", "Locking",
         ]),

@@ -1,6 +1,21 @@
 import DBus
 
 extension BlueZSimulator {
+    /// The manufacturer data (company 0x0499) of change `k` of a flood: a
+    /// valid RuuviTag data format 5 frame (the ruuvi-sensor-protocols
+    /// vector) with a new temperature and measurement sequence each time, so
+    /// decoders see a real reading change. Change k goes to device k mod n.
+    public static func floodManufacturerData(change k: Int) -> [UInt8] {
+        var data: [UInt8] = [0x05, 0x12, 0xFC, 0x53, 0x94, 0xC3, 0x7C, 0x00, 0x04, 0xFF, 0xFC, 0x04, 0x0C,
+                             0xAC, 0x36, 0x42, 0x00, 0xCD, 0xCB, 0xB8, 0x33, 0x4C, 0x88, 0x4F]
+        let temperature = UInt16(k % 8000)
+        data[1] = UInt8(temperature >> 8)
+        data[2] = UInt8(truncatingIfNeeded: temperature)
+        data[16] = UInt8(truncatingIfNeeded: k >> 8)
+        data[17] = UInt8(truncatingIfNeeded: k)
+        return data
+    }
+
     /// Benchmark support: `count` advertisement changes (RSSI and a
     /// RuuviTag-shaped ManufacturerData) spread round-robin over the
     /// scenario's devices, through the same path as timeline advertisements,
@@ -20,17 +35,8 @@ extension BlueZSimulator {
                 try? await Task.sleep(until: start + .seconds(Double(k) / perSecond), clock: .continuous)
             }
             let i = k % devices.count
-            // A valid RuuviTag data format 5 frame (the ruuvi-sensor-protocols
-            // vector) with a new temperature and measurement sequence each time,
-            // so decoders see a real reading change.
-            var data: [UInt8] = [0x05, 0x12, 0xFC, 0x53, 0x94, 0xC3, 0x7C, 0x00, 0x04, 0xFF, 0xFC, 0x04, 0x0C,
-                                 0xAC, 0x36, 0x42, 0x00, 0xCD, 0xCB, 0xB8, 0x33, 0x4C, 0x88, 0x4F]
-            let temperature = UInt16(k % 8000)
-            data[1] = UInt8(temperature >> 8)
-            data[2] = UInt8(truncatingIfNeeded: temperature)
-            data[16] = UInt8(truncatingIfNeeded: k >> 8)
-            data[17] = UInt8(truncatingIfNeeded: k)
-            let event = AdvertisementEvent(at: 0, rssi: Int16(-40 - (k % 51)), manufacturerData: [0x0499: data])
+            let event = AdvertisementEvent(at: 0, rssi: Int16(-40 - (k % 51)),
+                                           manufacturerData: [0x0499: Self.floodManufacturerData(change: k)])
             await applyAdvertisement(device: i, event)
             if k % 1000 == 999, let connection {
                 _ = try? await connection.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",

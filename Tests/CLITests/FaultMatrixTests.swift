@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Glibc
+import BlueZSimulator
 import Locking
 import Testing
 import TestSupport
@@ -368,38 +369,6 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         return file.path
     }
 
-    /// `GET url` by curl (3 s at most): status and body.
-    static func get(_ url: String) async throws -> (status: Int, body: String) {
-        try await offPool {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            p.arguments = ["-s", "-m", "3", "-w", "\n%{http_code}", url]
-            let out = Pipe()
-            p.standardOutput = out
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
-        }
-    }
-
-    /// A gateway on `bus` pinging bluetoothd every 2 s (2 s to answer); its
-    /// pid, health URL and log.
-    static func gateway(bus: String, in dir: URL) throws -> (pid: pid_t, health: String, log: String) {
-        let port = try freeLoopbackPort()
-        let config = dir.appendingPathComponent("gateway.yaml")
-        try """
-            gateway: { id: slow, state_dir: "\(dir.appendingPathComponent("state").path)" }
-            bluez: { bus: "\(bus)", ping_interval: 2 }
-            http: { listen: "127.0.0.1:\(port)" }
-            """.write(to: config, atomically: true, encoding: .utf8)
-        let log = dir.appendingPathComponent("gateway.log").path
-        let pid = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path], stderr: log)
-        return (pid, "http://127.0.0.1:\(port)/healthz", log)
-    }
-
     /// Answers 1.2 s late, within the 2 s the ping allows: a command takes
     /// that much longer and works; the gateway comes up and stays healthy
     /// through several pings, with no warning logged.
@@ -415,21 +384,16 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         #expect(scan.stdout.contains("C0:FE:00:00:00:01") && scan.stdout.contains("Heart Strap"), "\(scan.stdout)")
         #expect(Date().timeIntervalSince(started) >= 3 + 1.2, "the calls waited for the delay")
 
-        let g = try Self.gateway(bus: simulator.address, in: dir)
+        let g = try spawnGateway(bus: simulator.address, pingInterval: 2, in: dir)
         var exited = false
         defer { if !exited { kill(g.pid, SIGKILL); _ = waitForExit(g.pid) } }
         func log() -> String { (try? String(contentsOfFile: g.log, encoding: .utf8)) ?? "" }
-        var first = (status: 0, body: "")
-        let deadline = Date().addingTimeInterval(40)
-        while Date() < deadline, first.status != 200 {
-            first = try await Self.get(g.health)
-            if first.status != 200 { try await Task.sleep(for: .milliseconds(300)) }
-        }
+        let first = try await httpWait(g.health, seconds: 40) { $0.status == 200 }
         #expect(first.status == 200 && first.body.contains("\"bluetoothd\":\"available\""), "\(first) \(log())")
         // Four pings' worth: every probe healthy.
         var probes: [Int] = []
         for _ in 0..<16 {
-            probes.append(try await Self.get(g.health).status)
+            probes.append(try await httpGet(g.health).status)
             try await Task.sleep(for: .milliseconds(500))
         }
         #expect(probes.allSatisfy { $0 == 200 }, "\(probes) \(log())")
@@ -448,16 +412,11 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         defer { try? FileManager.default.removeItem(at: dir) }
         let simulator = try await SimulatorProcess.start(try Self.slowScenario(3.5, in: dir))
         defer { simulator.stopEvenIfStopped() }
-        let g = try Self.gateway(bus: simulator.address, in: dir)
+        let g = try spawnGateway(bus: simulator.address, pingInterval: 2, in: dir)
         var exited = false
         defer { if !exited { kill(g.pid, SIGKILL); _ = waitForExit(g.pid) } }
         func log() -> String { (try? String(contentsOfFile: g.log, encoding: .utf8)) ?? "" }
-        var health = (status: 0, body: "")
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline, !health.body.contains("\"bluetoothd\":\"not answering\"") {
-            health = try await Self.get(g.health)
-            if !health.body.contains("not answering") { try await Task.sleep(for: .milliseconds(300)) }
-        }
+        let health = try await httpWait(g.health, seconds: 60) { $0.body.contains("\"bluetoothd\":\"not answering\"") }
         #expect(health.status == 503 && health.body.contains("\"bluetoothd\":\"not answering\""), "\(health) \(log())")
         #expect(log().contains("did not answer a ping within 2"), "\(log())")
 
@@ -487,19 +446,11 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         return nil
     }
 
-    /// The manufacturer data the simulator's flood gives device `i` last
-    /// (`BlueZSimulator.floodAdvertisements`: change k goes to device k mod n).
+    /// The manufacturer data the simulator's flood gives device `i` last.
     static func lastData(device i: Int) -> String {
         var k = changes - 1
         while k % devices != i { k -= 1 }
-        var data: [UInt8] = [0x05, 0x12, 0xFC, 0x53, 0x94, 0xC3, 0x7C, 0x00, 0x04, 0xFF, 0xFC, 0x04, 0x0C,
-                             0xAC, 0x36, 0x42, 0x00, 0xCD, 0xCB, 0xB8, 0x33, 0x4C, 0x88, 0x4F]
-        let temperature = UInt16(k % 8000)
-        data[1] = UInt8(temperature >> 8)
-        data[2] = UInt8(truncatingIfNeeded: temperature)
-        data[16] = UInt8(truncatingIfNeeded: k >> 8)
-        data[17] = UInt8(truncatingIfNeeded: k)
-        return data.map { String(format: "%02x", $0) }.joined()
+        return BlueZSimulator.floodManufacturerData(change: k).map { String(format: "%02x", $0) }.joined()
     }
 
     @Test func aSlowReaderGetsEveryDevicesLatestStateWithBoundedMemory() async throws {
@@ -507,20 +458,8 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         defer { try? FileManager.default.removeItem(at: dir) }
         let bus = try PrivateBus.start()
         defer { bus.stop() }
-        let fifo = dir.appendingPathComponent("sim.in").path
-        try #require(mkfifo(fifo, 0o600) == 0)
-        let commands = open(fifo, O_RDWR)
-        try #require(commands >= 0)
-        let simOut = dir.appendingPathComponent("sim.out").path
-        let sim = try spawn(try builtExecutable("bench"), ["bluez-sim", "--address", bus.address, "--devices", "\(Self.devices)"],
-                            stdin: fifo, stdout: simOut, stderr: dir.appendingPathComponent("sim.err").path)
-        defer {
-            close(commands)
-            kill(sim, SIGKILL)
-            _ = waitForExit(sim)
-        }
-        func simText() -> String { (try? String(contentsOfFile: simOut, encoding: .utf8)) ?? "" }
-        try #require(await eventually(120) { simText().contains("READY") }, "the simulator listed its devices")
+        let sim = try await BenchSimulator(bus: bus.address, devices: Self.devices, in: dir, readyWithin: 120)
+        defer { sim.stop() }
 
         // scan's standard output is a FIFO we do not read yet: once its
         // 64 KiB are full, every line scan writes waits.
@@ -540,12 +479,11 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
         #expect(errorText().isEmpty, "\(errorText())")
         let baseline = try #require(Self.rssKilobytes(scan))
 
-        let flood = "flood \(Self.changes)\n"
-        _ = flood.withCString { write(commands, $0, strlen($0)) }
+        sim.flood(Self.changes)
         var peak = baseline
         let floodDone = await eventually(90) {
             peak = max(peak, Self.rssKilobytes(scan) ?? 0)
-            return simText().contains("DONE")
+            return sim.floodDone
         }
         #expect(floodDone, "the flood ended")
         try await Task.sleep(for: .seconds(1))

@@ -8,35 +8,6 @@ import TestSupport
 /// the gateway's pings (`bluez.ping_interval`) turn it into `/healthz` 503
 /// "not answering", a metric and a log line, and back once it answers.
 @Suite(.timeLimit(.minutes(2))) struct GatewayLivenessTests {
-    /// `GET url`: the status and body, by curl (no redirects, 3 s at most).
-    func get(_ url: String) async throws -> (status: Int, body: String) {
-        try await offPool {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            p.arguments = ["-s", "-m", "3", "-w", "\n%{http_code}", url]
-            let out = Pipe()
-            p.standardOutput = out
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            let text = String(decoding: data, as: UTF8.self)
-            let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
-        }
-    }
-
-    func waitFor(_ url: String, seconds: Double, _ condition: @escaping ((status: Int, body: String)) -> Bool) async throws -> (status: Int, body: String) {
-        let deadline = Date().addingTimeInterval(seconds)
-        var last = (status: 0, body: "")
-        while Date() < deadline {
-            last = try await get(url)
-            if condition(last) { return last }
-            try await Task.sleep(for: .milliseconds(200))
-        }
-        return last
-    }
-
     @Test func aStoppedBluetoothdIsReportedAsNotAnsweringAndBackWhenItAnswers() async throws {
         let simulator = try SimulatorProcess()
         let simulatorPID = simulator.process.processIdentifier
@@ -48,32 +19,25 @@ import TestSupport
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-liveness-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
-        let port = try freeLoopbackPort()
-        let config = dir.appendingPathComponent("gateway.yaml")
-        try """
-            gateway: { id: liveness, state_dir: "\(dir.appendingPathComponent("state").path)" }
-            bluez: { bus: "\(simulator.address)", ping_interval: 1 }
-            http: { listen: "127.0.0.1:\(port)" }
-            """.write(to: config, atomically: true, encoding: .utf8)
-        let log = dir.appendingPathComponent("gateway.log").path
-        let gateway = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path], stderr: log)
+        let started = try spawnGateway(bus: simulator.address, pingInterval: 1, in: dir)
+        let gateway = started.pid, port = started.port, log = started.log
         var stopped = false
         defer { if !stopped { kill(gateway, SIGKILL); _ = waitForExit(gateway) } }
         let health = "http://127.0.0.1:\(port)/healthz"
         func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
 
-        let before = try await waitFor(health, seconds: 30) { $0.status == 200 }
+        let before = try await httpWait(health, seconds: 30) { $0.status == 200 }
         #expect(before.status == 200 && before.body.contains("\"bluetoothd\":\"available\""), "\(before) \(logText())")
 
         kill(simulatorPID, SIGSTOP)
         // A ping a second, a second to answer: noticed within a few seconds.
-        let frozen = try await waitFor(health, seconds: 15) { $0.status == 503 }
+        let frozen = try await httpWait(health, seconds: 15) { $0.status == 503 }
         #expect(frozen.status == 503 && frozen.body.contains("\"bluetoothd\":\"not answering\""), "\(frozen) \(logText())")
-        let metrics = try await get("http://127.0.0.1:\(port)/metrics")
+        let metrics = try await httpGet("http://127.0.0.1:\(port)/metrics")
         #expect(metrics.body.contains("blecompanion_bluetoothd_answering 0"), "\(metrics.body)")
 
         kill(simulatorPID, SIGCONT)
-        let back = try await waitFor(health, seconds: 15) { $0.status == 200 }
+        let back = try await httpWait(health, seconds: 15) { $0.status == 200 }
         #expect(back.status == 200 && back.body.contains("\"bluetoothd\":\"available\""), "\(back) \(logText())")
 
         kill(gateway, SIGTERM)

@@ -31,25 +31,8 @@ import TestSupport
         defer { bus.stop() }
 
         // The simulator in its own process, commanded through a FIFO.
-        let fifo = dir.appendingPathComponent("sim.in").path
-        guard mkfifo(fifo, 0o600) == 0 else { throw BrokerError(description: "mkfifo: \(String(cString: strerror(errno)))") }
-        // Opened read-write first: the child's open of its end then returns at
-        // once (posix_spawn holds the parent until the child has exec'd, so a
-        // blocking rendezvous on the FIFO would never end).
-        let commands = open(fifo, O_RDWR)
-        guard commands >= 0 else { throw BrokerError(description: "open \(fifo): \(String(cString: strerror(errno)))") }
-        let simOut = dir.appendingPathComponent("sim.out").path
-        let sim = try spawn(try builtExecutable("bench"), ["bluez-sim", "--address", bus.address, "--devices", "\(Self.devices)"],
-                            stdin: fifo, stdout: simOut, stderr: dir.appendingPathComponent("sim.err").path)
-        defer {
-            close(commands)
-            kill(sim, SIGKILL)
-            waitForExit(sim)
-        }
-        let ready = await eventually(90) {
-            ((try? String(contentsOfFile: simOut, encoding: .utf8)) ?? "").contains("READY")
-        }
-        try #require(ready, "the simulator did not list \(Self.devices) devices")
+        let sim = try await BenchSimulator(bus: bus.address, devices: Self.devices, in: dir)
+        defer { sim.stop() }
 
         try await withBroker { broker in
             let http = try freeLoopbackPort()
@@ -82,8 +65,7 @@ import TestSupport
             let baseline = try #require(rssKilobytes(gateway))
 
             // Far more than the gateway (a debug build here) can publish: 200,000 changes as fast as possible.
-            let flood = "flood 200000\n"
-            _ = flood.withCString { write(commands, $0, strlen($0)) }
+            sim.flood(200_000)
             var peak = baseline
             var slowest: Duration = .zero
             let clock = ContinuousClock()
