@@ -109,9 +109,10 @@ struct ScanCommand: AsyncParsableCommand {
                                 away = false
                                 printError("bluetoothd is back; scanning again.")
                             case .notice:
-                                continue
+                                break
                             }
                         }
+                        backlog.park()
                     }
                     return false
                 }

@@ -10,7 +10,7 @@ import Locking
 ///
 /// Fed from the mirror's event filter (``note(_:)``: quick, on the thread
 /// that applies bluetoothd's signals); drained by the printing task
-/// (``wakes``, then ``pop()`` until nil).
+/// (``wakes``, then ``pop()`` until nil, then ``park()``).
 final class ScanBacklog: Sendable {
     enum Item: Sendable, Equatable {
         /// Print the device's current state (it appeared or changed).
@@ -33,6 +33,9 @@ final class ScanBacklog: Sendable {
         var notices = 0
         var merged: UInt64 = 0
         var droppedNotices: UInt64 = 0
+        /// The printer has printed everything and waits for ``wakes``
+        /// (``park()``); false from its next ``pop()`` on, and at first.
+        var parked = false
     }
 
     private enum Key {
@@ -53,8 +56,15 @@ final class ScanBacklog: Sendable {
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
-    /// Changes replaced by a later one of the same device before they were printed.
+    /// Changes replaced by a later one of the same device while the
+    /// printer was busy (printing earlier lines, or blocked writing them):
+    /// what a slow output cost. Two signals of one device arriving while
+    /// the printer is parked, before it wakes, make one line by design and
+    /// are not counted.
     var merged: UInt64 { state.withLock { $0.merged } }
+
+    /// The printer has printed everything popped and waits for ``wakes``.
+    func park() { state.withLock { $0.parked = true } }
 
     /// Takes in one mirror event; always false (nothing is buffered in the
     /// mirror's stream: this is its `where` filter).
@@ -87,7 +97,7 @@ final class ScanBacklog: Sendable {
                     s.order.append(.device(id))
                     return
                 }
-                s.merged &+= 1
+                if !s.parked { s.merged &+= 1 }
                 switch (pending, lost) {
                 case (.seen, true): s.devices[id] = .lost(id, andSeenAgain: false)
                 case (.lost, false): s.devices[id] = .lost(id, andSeenAgain: true)
@@ -115,6 +125,7 @@ final class ScanBacklog: Sendable {
     /// The next thing to print, oldest first; nil when there is none yet.
     func pop() -> Item? {
         state.withLock { s in
+            s.parked = false
             while s.head < s.order.count {
                 let key = s.order[s.head]
                 s.head += 1
