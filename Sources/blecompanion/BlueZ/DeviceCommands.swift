@@ -112,7 +112,6 @@ struct ScanCommand: AsyncParsableCommand {
                                 break
                             }
                         }
-                        backlog.park()
                     }
                     return false
                 }

@@ -10,7 +10,7 @@ import Locking
 ///
 /// Fed from the mirror's event filter (``note(_:)``: quick, on the thread
 /// that applies bluetoothd's signals); drained by the printing task
-/// (``wakes``, then ``pop()`` until nil, then ``park()``).
+/// (``wakes``, then ``pop()`` until nil).
 final class ScanBacklog: Sendable {
     enum Item: Sendable, Equatable {
         /// Print the device's current state (it appeared or changed).
@@ -29,13 +29,11 @@ final class ScanBacklog: Sendable {
     private struct State {
         var order: [Key] = []
         var head = 0
-        var devices: [DeviceID: Item] = [:]
+        /// Each pending device's item and when it started waiting.
+        var devices: [DeviceID: (item: Item, since: ContinuousClock.Instant)] = [:]
         var notices = 0
         var merged: UInt64 = 0
         var droppedNotices: UInt64 = 0
-        /// The printer has printed everything and waits for ``wakes``
-        /// (``park()``); false from its next ``pop()`` on, and at first.
-        var parked = false
     }
 
     private enum Key {
@@ -56,15 +54,15 @@ final class ScanBacklog: Sendable {
         (wakes, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
     }
 
-    /// Changes replaced by a later one of the same device while the
-    /// printer was busy (printing earlier lines, or blocked writing them):
-    /// what a slow output cost. Two signals of one device arriving while
-    /// the printer is parked, before it wakes, make one line by design and
-    /// are not counted.
+    /// Changes replaced by a later one of the same device that had been
+    /// waiting longer than ``behind``: what a slow output cost. Signals of
+    /// one device close together (InterfacesAdded and PropertiesChanged
+    /// often come in the same instant) make one line by design and are not
+    /// counted.
     var merged: UInt64 { state.withLock { $0.merged } }
 
-    /// The printer has printed everything popped and waits for ``wakes``.
-    func park() { state.withLock { $0.parked = true } }
+    /// How long a change may wait for its line before the printer counts as behind.
+    static let behind = Duration.milliseconds(100)
 
     /// Takes in one mirror event; always false (nothing is buffered in the
     /// mirror's stream: this is its `where` filter).
@@ -91,17 +89,18 @@ final class ScanBacklog: Sendable {
         }
         if let (id, lost) = change {
             guard id.adapter == adapter else { return false }
+            let now = ContinuousClock.now
             state.withLock { s in
                 guard let pending = s.devices[id] else {
-                    s.devices[id] = lost ? .lost(id, andSeenAgain: false) : .seen(id)
+                    s.devices[id] = (lost ? .lost(id, andSeenAgain: false) : .seen(id), now)
                     s.order.append(.device(id))
                     return
                 }
-                if !s.parked { s.merged &+= 1 }
-                switch (pending, lost) {
-                case (.seen, true): s.devices[id] = .lost(id, andSeenAgain: false)
-                case (.lost, false): s.devices[id] = .lost(id, andSeenAgain: true)
-                case (.lost, true): s.devices[id] = .lost(id, andSeenAgain: false)
+                if now - pending.since > Self.behind { s.merged &+= 1 }
+                switch (pending.item, lost) {
+                case (.seen, true): s.devices[id] = (.lost(id, andSeenAgain: false), pending.since)
+                case (.lost, false): s.devices[id] = (.lost(id, andSeenAgain: true), pending.since)
+                case (.lost, true): s.devices[id] = (.lost(id, andSeenAgain: false), pending.since)
                 default: break
                 }
             }
@@ -125,7 +124,6 @@ final class ScanBacklog: Sendable {
     /// The next thing to print, oldest first; nil when there is none yet.
     func pop() -> Item? {
         state.withLock { s in
-            s.parked = false
             while s.head < s.order.count {
                 let key = s.order[s.head]
                 s.head += 1
@@ -138,7 +136,7 @@ final class ScanBacklog: Sendable {
                     s.notices -= 1
                     return .notice(event)
                 case let .device(id):
-                    if let item = s.devices.removeValue(forKey: id) { return item }
+                    if let pending = s.devices.removeValue(forKey: id) { return pending.item }
                 }
             }
             return nil
