@@ -18,12 +18,9 @@ public struct StreamingImport: Sendable {
         builder = ScenarioImporter.Builder(options: options)
     }
 
-    /// The scenario can no longer fit ``ScenarioImporter/Options/sizeLimit``:
-    /// reading more cannot help (``finish()`` says so).
-    public var exceedsSizeLimit: Bool { builder.exceedsSizeLimit }
-
-    /// Takes the next bytes of the file. False once reading can stop (the
-    /// size limit is passed). Throws for a bad header or an impossible record.
+    /// Takes the next bytes of the file. False once reading can stop: the
+    /// scenario can no longer fit ``ScenarioImporter/Options/sizeLimit``
+    /// (the result says so). Throws for a bad header or an impossible record.
     public mutating func append(_ block: some Collection<UInt8>) throws(CaptureError) -> Bool {
         guard !builder.exceedsSizeLimit else { return false }
         stream.append(block)
@@ -43,11 +40,9 @@ public struct StreamingImport: Sendable {
     /// header or a record (unless the size limit had already stopped reading).
     public mutating func finish() throws(CaptureError) -> ScenarioImporter.Result {
         if !builder.exceedsSizeLimit { try stream.finish() }
-        // finish() has thrown for a file without a whole header, so there is a datalink here.
-        guard var a = analyzer ?? stream.datalink.map({ CaptureAnalyzer(datalink: $0, keepsAdvertisements: false) }) else {
-            try stream.finish()
-            return builder.finish(CaptureTimeline(datalink: .hciUART))
-        }
+        // Past stream.finish() the header was whole, so the datalink is known
+        // (a file of a header alone has no analyzer yet).
+        var a = analyzer ?? CaptureAnalyzer(datalink: stream.datalink ?? .hciUART, keepsAdvertisements: false)
         a.endOfCapture()
         builder.add(a.takeAdvertisements(), firstTimestamp: a.timeline.firstTimestamp)
         analyzer = nil

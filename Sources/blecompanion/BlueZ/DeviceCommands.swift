@@ -125,6 +125,10 @@ struct ScanCommand: AsyncParsableCommand {
             if merged > 0 {
                 printError("\(merged) change\(merged == 1 ? " was" : "s were") not printed: standard output was slower than the advertisements, so each device's latest state was printed instead of every change.")
             }
+            let notices = backlog.droppedNotices
+            if notices > 0 {
+                printError("\(notices) adapter or bluetoothd notice\(notices == 1 ? " was" : "s were") not printed (more than \(ScanBacklog.maxNotices) waited for a slow output).")
+            }
             if busLost {
                 printError("Error: lost the connection to the D-Bus bus (the bus daemon stopped or restarted). See `blecompanion doctor`.")
                 throw ExitCode(69)

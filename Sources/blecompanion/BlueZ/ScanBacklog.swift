@@ -61,6 +61,9 @@ final class ScanBacklog: Sendable {
     /// counted.
     var merged: UInt64 { state.withLock { $0.merged } }
 
+    /// Adapter and bluetoothd notices beyond ``maxNotices`` waiting, not printed.
+    var droppedNotices: UInt64 { state.withLock { $0.droppedNotices } }
+
     /// How long a change may wait for its line before the printer counts as behind.
     static let behind = Duration.milliseconds(100)
 
