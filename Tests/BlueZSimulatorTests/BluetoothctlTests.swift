@@ -72,6 +72,15 @@ struct BluetoothctlTests {
 
             let connect = try await bluetoothctl(["connect", "A4:C1:38:00:00:02"], bus: bus)
             #expect(connect.output.contains("Connection successful"))
+            // Connect answers at link-up; the GATT objects and ServicesResolved
+            // follow. The next session starts once they are there: started
+            // meanwhile, bluetoothctl can miss the objects added while it
+            // enumerates (seen in CI: list-attributes empty, "No attribute
+            // selected"), as it would on a real adapter.
+            #expect(try await eventually {
+                try await client.managedObjects(destination: "org.bluez")[try ObjectPath(heart)]?["org.bluez.Device1"]?["ServicesResolved"]
+                    == .boolean(true)
+            })
 
             let session = try await bluetoothctl([], bus: bus, script: [
                 "sleep 0.5",
