@@ -43,7 +43,7 @@ final class ScanBacklog: Sendable {
 
     private let state = Lock(State())
     private let wake: AsyncStream<Void>.Continuation
-    /// Yields when there is something to pop; ends when the consumer's task is cancelled.
+    /// Yields when there is something to pop; the consumer's loop ends when its task is cancelled.
     let wakes: AsyncStream<Void>
     /// Which device properties are worth a line.
     static let reportedProperties: Set<String> = ["RSSI", "ManufacturerData", "ServiceData", "Name", "Alias"]
@@ -145,7 +145,4 @@ final class ScanBacklog: Sendable {
             return nil
         }
     }
-
-    /// Stops ``wakes`` (the consumer's loop ends).
-    func finish() { wake.finish() }
 }
