@@ -228,9 +228,9 @@ public final class BlueZMirror: Sendable {
             state.withLock { $0.pending = nil }
             throw BlueZError.unexpectedReply("GetManagedObjects returned \"\(reply.signature)\" instead of \"a{oa{sa{sv}}}\"")
         }
-        let managed: [ObjectPath: [String: [String: DBusValue]]]
+        let tree: BlueZSnapshot
         do {
-            managed = try body.decode()
+            tree = try BlueZSnapshot(managedObjects: body)
         } catch {
             state.withLock { $0.pending = nil }
             throw BlueZError.unexpectedReply("GetManagedObjects: \(error)")
@@ -238,7 +238,7 @@ public final class BlueZMirror: Sendable {
         let sender = reply.sender
         publish { s in
             guard s.owner == owner else { return [] }
-            s.snapshot.reset(to: managed)
+            s.snapshot = tree
             s.problem = nil
             var events: [BlueZEvent] = [.resynchronized, .availability(true)]
             for m in s.pending ?? [] where m.sender == sender && m.serial > reply.serial {

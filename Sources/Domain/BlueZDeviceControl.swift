@@ -151,9 +151,9 @@ public final class BlueZDeviceControl: DeviceControl {
         details.servicesResolved = d.servicesResolved
         details.battery = snap.batteries[id]
         details.uuids = d.uuids
-        let models = s.decoded.models(for: d, bindkey: bindkeys(id.address))
-        details.format = models.first?.formatName
-        details.readings = models.flatMap(\.readings)
+        let decoded = s.decoded.decoded(for: d, bindkey: bindkeys(id.address))
+        details.format = decoded.format
+        details.readings = decoded.readings
         details.lastSeen = s.lastSeen[id]
         let services = snap.gattTree(of: id).map { entry in
             GATTServiceNode(

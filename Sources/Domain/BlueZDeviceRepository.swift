@@ -49,23 +49,42 @@ public struct DeviceRepositoryStatistics: Sendable, Equatable {
     public init() {}
 }
 
+/// What a device's advertisements decode to, as records carry it: the first
+/// decoder's format name and the readings of every decoder, in one array.
+struct DecodedAdvertisement: Sendable {
+    var format: String?
+    var readings: [Reading] = []
+
+    init(_ models: [AdvertisementModel]) {
+        format = models.first?.formatName
+        // One model (the usual case): its own array, not a copy, so the
+        // cache and every record built from it share one buffer.
+        readings = models.count == 1 ? models[0].readings : models.flatMap(\.readings)
+    }
+}
+
 /// Decoded advertisements per device, with the data and key they came from:
-/// a flood of RSSI changes must not decode the same bytes again.
+/// a flood of RSSI changes must not decode the same bytes again, and a
+/// record rebuilt from unchanged data (an RSSI change, a whole refresh)
+/// shares the cached readings instead of holding a copy of its own. Only
+/// the format and readings are kept, not the decoders' models: records
+/// need nothing else, and a model per device was a second copy of them.
 struct AdvertisementCache {
-    private var entries: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, models: [AdvertisementModel])] = [:]
+    private var entries: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, decoded: DecodedAdvertisement)] = [:]
 
     var count: Int { entries.count }
     /// Decode failures by decoder, counted once per distinct payload.
     private(set) var failures: [String: UInt64] = [:]
 
     /// `device`'s decoded advertisements, decoding only when its data or key changed.
-    mutating func models(for device: Device, bindkey: [UInt8]?) -> [AdvertisementModel] {
+    mutating func decoded(for device: Device, bindkey: [UInt8]?) -> DecodedAdvertisement {
         if let cached = entries[device.id], cached.manufacturer == device.manufacturerData,
            cached.service == device.serviceData, cached.key == bindkey {
-            return cached.models
+            return cached.decoded
         }
-        let (fresh, failed) = AdvertisementReadings.decodeCounting(device, bindkey: bindkey)
+        let (models, failed) = AdvertisementReadings.decodeCounting(device, bindkey: bindkey)
         for context in failed { failures[context, default: 0] += 1 }
+        let fresh = DecodedAdvertisement(models)
         entries[device.id] = (device.manufacturerData, device.serviceData, bindkey, fresh)
         return fresh
     }
@@ -275,10 +294,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
             s.lastSeen[id] = time
             s.heard[id] = uptime
             s.advertisements &+= 1
-            let models = s.decoded.models(for: device, bindkey: bindkeys(device.address))
+            let decoded = s.decoded.decoded(for: device, bindkey: bindkeys(device.address))
             // In place: the list is shared with the last snapshot until its
             // first change after a publication, which then copies one chunk.
-            s.records[index] = makeRecord(device, models, lastSeen: time, heard: uptime)
+            s.records[index] = makeRecord(device, decoded, lastSeen: time, heard: uptime)
             if !s.dirty.insert(id).inserted { s.coalesced &+= 1 }
             return nextFlush(&s)
         }
@@ -364,10 +383,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
         store.update { $0 = snapshot }
     }
 
-    private func makeRecord(_ d: Device, _ decoded: [AdvertisementModel], lastSeen: Date?, heard: TimeInterval?) -> DeviceRecord {
+    private func makeRecord(_ d: Device, _ decoded: DecodedAdvertisement, lastSeen: Date?, heard: TimeInterval?) -> DeviceRecord {
         var r = DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
-                             trusted: d.trusted, format: decoded.first?.formatName,
-                             readings: decoded.flatMap(\.readings), lastSeen: lastSeen, heard: heard)
+                             trusted: d.trusted, format: decoded.format,
+                             readings: decoded.readings, lastSeen: lastSeen, heard: heard)
         if let m = memory[d.id] {
             r.firstSeen = m.firstSeen
             if r.lastSeen == nil {
@@ -385,8 +404,15 @@ public final class BlueZDeviceRepository: DeviceRepository {
     }
 
     private func refresh(changed: [DeviceID]) {
-        let snap = client.mirror.snapshot()
-        let (availability, adapter) = availability(snap)
+        // What it needs, read under the mirror's lock; the tree itself is not
+        // kept: while a caller holds it, the mirror's next change copies the
+        // whole device table (at 10 000 devices, 3 MB per copy).
+        let (availability, adapter, devices) = client.mirror.read { snap -> (Availability, Adapter?, [Device]) in
+            let (usable, adapter) = self.availability(snap)
+            var devices = adapter.map { snap.devices(on: $0.id) } ?? []
+            if !services.isEmpty { devices.removeAll { !offersService($0) } }
+            return (usable, adapter, devices)
+        }
         if case .adapterOff = availability {
             // Powered off while it was on (the user, another client):
             // bluetoothd ended discovery with the power and does not resume
@@ -411,8 +437,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
             s.advertisements &+= UInt64(changed.count)
             return (s.lastSeen, s.heard)
         }
-        let devices = (adapter.map { snap.devices(on: $0.id) } ?? []).filter(offersService)
-        let models: [[AdvertisementModel]] = state.withLock { s in
+        let decoded: [DecodedAdvertisement] = state.withLock { s in
             if s.decoded.count > devices.count || s.lastSeen.count > devices.count {
                 // Devices bluetoothd removed (a phone's rotated random
                 // address, a temporary device timed out): forget their
@@ -423,9 +448,12 @@ public final class BlueZDeviceRepository: DeviceRepository {
                 s.lastSeen = s.lastSeen.filter { present.contains($0.key) }
                 s.heard = s.heard.filter { present.contains($0.key) }
             }
-            return devices.map { d in s.decoded.models(for: d, bindkey: bindkeys(d.address)) }
+            return devices.map { d in s.decoded.decoded(for: d, bindkey: bindkeys(d.address)) }
         }
-        let records = zip(devices, models).map { d, decoded in makeRecord(d, decoded, lastSeen: lastSeen[d.id], heard: heard[d.id]) }
+        // Straight into the chunked list (no array of them first).
+        let records = ChunkedArray(zip(devices, decoded).lazy.map { d, decoded in
+            self.makeRecord(d, decoded, lastSeen: lastSeen[d.id], heard: heard[d.id])
+        })
         state.withLock { s in
             let scanning = adapter?.discovering == true
             // The same devices in the same order as the last snapshot (a
@@ -444,8 +472,11 @@ public final class BlueZDeviceRepository: DeviceRepository {
                 // `dirty`: changed since the last snapshot but not published yet.
                 if sameDevices { changed = ids.union(s.dirty) }
             }
-            s.records = ChunkedArray(records)
-            s.index = Dictionary(records.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { a, _ in a })
+            s.records = records
+            var index: [DeviceID: Int] = [:]
+            index.reserveCapacity(records.count)
+            for (i, r) in records.enumerated() where index[r.id] == nil { index[r.id] = i }
+            s.index = index
             s.scanning = scanning
             s.availability = availability
             // At once: it carries every pending change too.
