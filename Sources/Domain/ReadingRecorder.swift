@@ -20,6 +20,7 @@ public final class ReadingRecorder: Sendable {
                 watched: @escaping @Sendable () -> Set<BluetoothAddress>? = { nil },
                 now: @escaping @Sendable () -> Date = { Date() }) {
         let snapshots = repository.snapshots()
+        let storeReadings = store
         let failure = self.failure
         let remembered = self.remembered
         task = Task {
@@ -27,44 +28,64 @@ public final class ReadingRecorder: Sendable {
             var version: UInt64?
             for await snapshot in snapshots {
                 let wanted = watched()
-                var changed: [DeviceRecord] = []
+                let time = now()
+                var failed: String?
+                var batch: [DeviceRecord] = []
+                // One transaction per snapshot, or per `batchLimit` devices of
+                // a large one (a first list of 10 000 devices would otherwise
+                // hold every device's values at once); remembered as stored
+                // only once it was.
+                func store(_ records: [DeviceRecord]) {
+                    do throws(DomainError) {
+                        try storeReadings.record(records, at: time)
+                        for device in records { previous[device.id] = device.readings }
+                    } catch {
+                        failed = error.description
+                    }
+                }
+                func consider(_ device: DeviceRecord) {
+                    guard !device.readings.isEmpty, !device.remembered else { return }
+                    if let wanted, !wanted.contains(device.id.address) { return }
+                    guard previous[device.id] != device.readings else { return }
+                    batch.append(device)
+                    if batch.count == Self.batchLimit {
+                        store(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
                 // Only the devices that changed, when this recorder saw the snapshot before.
-                let candidates: [DeviceRecord]
                 if let ids = snapshot.changes(since: version) {
-                    candidates = ids.compactMap { id in
-                        let record = snapshot.record(id)
-                        if record == nil { previous[id] = nil }   // gone from the list: forgotten
-                        return record
+                    for id in ids {
+                        if let record = snapshot.record(id) { consider(record) } else { previous[id] = nil }   // gone from the list: forgotten
                     }
                 } else {
-                    candidates = Array(snapshot.devices)
                     // A whole list: whatever is not in it is forgotten (random
                     // addresses come and go for ever; this table must not grow with them).
                     // (O(devices), as reading a whole list already is.)
-                    let present = Set(candidates.map(\.id))
+                    var present: Set<DeviceID> = []
+                    present.reserveCapacity(snapshot.devices.count)
+                    for device in snapshot.devices {
+                        present.insert(device.id)
+                        consider(device)
+                    }
                     previous = previous.filter { present.contains($0.key) }
                 }
-                defer { remembered.value.store(previous.count, ordering: .relaxed) }
                 version = snapshot.version
-                for device in candidates where !device.readings.isEmpty && !device.remembered {
-                    if let wanted, !wanted.contains(device.id.address) { continue }
-                    guard previous[device.id] != device.readings else { continue }
-                    changed.append(device)
-                }
-                guard !changed.isEmpty else { continue }
-                // One transaction per snapshot; remembered as stored only once it was.
-                do throws(DomainError) {
-                    try store.record(changed, at: now())
-                    for device in changed { previous[device.id] = device.readings }
-                    if failure.state != nil { failure.update { $0 = nil } }
-                } catch {
-                    failure.update { $0 = error.description }
+                if !batch.isEmpty { store(batch) }
+                remembered.value.store(previous.count, ordering: .relaxed)
+                if let failed {
+                    failure.update { $0 = failed }
+                } else if failure.state != nil {
+                    failure.update { $0 = nil }
                 }
             }
         }
     }
 
     deinit { task.cancel() }
+
+    /// The most devices stored in one transaction.
+    static let batchLimit = 512
 
     /// The current failure to store readings (nil while all is well: set
     /// when a write fails, cleared by the next one that succeeds).

@@ -167,6 +167,9 @@ public final class ReadingStore: ReadingHistory {
             }
             return records.map { record in
                 var series = table.times[record.id] ?? []
+                // One entry per reading, kept for as long as the device is:
+                // exactly as many as it has (appending one by one doubles).
+                if series.isEmpty { series.reserveCapacity(record.readings.count) }
                 let due = record.readings.compactMap { r -> (String, String, Double)? in
                     guard case let .number(v) = r.value, v.isFinite else { return nil }
                     let label = r.label?.isEmpty == true ? nil : r.label

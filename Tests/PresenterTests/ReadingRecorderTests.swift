@@ -38,4 +38,36 @@ import Testing
         #expect(try store.rememberedDevices().count == 20, "every device's readings were stored")
         #expect(recorder.lastFailure == nil)
     }
+
+    /// A list larger than one transaction's batch (a gateway's first list at
+    /// 10 000 devices) is stored whole, in several transactions, and every
+    /// device in it is remembered as stored: none is cut off at a batch edge.
+    @Test func aListLargerThanOneBatchIsStoredWhole() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-recorder-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var policy = RetentionPolicy()
+        policy.minimumInterval = 0
+        let store = try ReadingStore(path: dir.appendingPathComponent("r.sqlite").path, policy: policy)
+        let repository = FakeDeviceRepository()
+        let recorder = ReadingRecorder(repository: repository, store: store)
+        let hci0 = AdapterID(path: "/org/bluez/hci0")
+        let count = 2 * ReadingRecorder.batchLimit + 7
+        let devices = try (0..<count).map { n in
+            DeviceRecord(id: DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, UInt8(n >> 8), UInt8(n & 0xFF)])),
+                         name: "Tag \(n)", readings: [Reading(.temperature, Double(n))])
+        }
+        repository.emit(DeviceListSnapshot(availability: .available, devices: devices))
+        let deadline = ContinuousClock.now + .seconds(20)
+        while recorder.rememberedDevices < count || (try? store.rememberedDevices().count) ?? 0 < count, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(recorder.rememberedDevices == count)
+        let stored = try store.rememberedDevices()
+        #expect(stored.count == count)
+        // The last device of the last, partial batch, with its own value.
+        let last = devices[count - 1]
+        #expect(stored.first { $0.id == last.id }?.latest == last.readings)
+        #expect(recorder.lastFailure == nil)
+    }
 }
