@@ -64,25 +64,34 @@ public struct PublishPlanner: Sendable {
         }
     }
 
-    /// What the planner knows of one published device.
+    /// What the planner knows of one published device. Kept small (one per
+    /// device heard, in a table of them): the record and the content are
+    /// derived from the row they came from rather than stored beside it.
     public struct Published: Sendable, Equatable {
-        public var record: DeviceRecord
+        /// The row (and GATT readings) the device's state is built from: an
+        /// unchanged row costs a comparison, not a JSON encoding.
+        var source: DeviceListPresenter.Row
+        var sourceGATT: [Reading] = []
         public var online = false
-        /// What the state says without RSSI and last-seen: what "changed"
-        /// compares. The parts themselves (shared arrays), not their JSON:
-        /// encoding it per change only to compare was a tenth of the
-        /// gateway's CPU (perf, 2026-11-26).
-        var content = Content()
         /// The content last sent (nil: never).
         var sentContent: Content?
         public var lastPublished: Date?
         var discoveryKeys: [String]?
         /// A change waits for the minimum interval.
         var pending = false
-        /// The row and GATT readings `record`/`content` were built from: an
-        /// unchanged row costs a comparison, not a JSON encoding.
-        var source: DeviceListPresenter.Row?
-        var sourceGATT: [Reading] = []
+
+        init(source: DeviceListPresenter.Row, gatt: [Reading]) {
+            self.source = source
+            self.sourceGATT = gatt
+        }
+
+        /// The device as its state message says it.
+        public var record: DeviceRecord { PublishPlanner.record(source, extra: sourceGATT) }
+        /// What the state says without RSSI and last-seen: what "changed"
+        /// compares. The parts themselves (shared arrays), not their JSON:
+        /// encoding it per change only to compare was a tenth of the
+        /// gateway's CPU (perf, 2026-11-26).
+        var content: Content { PublishPlanner.content(record) }
     }
 
     public let options: Options
@@ -132,7 +141,7 @@ public struct PublishPlanner: Sendable {
         }
         let adapter = rows.first?.id.adapter
         for address in changed.subtracting(present) {
-            if let id = devices[address]?.record.id ?? adapter.map({ DeviceID(adapter: $0, address: address) }) { changes.removed.insert(id) }
+            if let id = devices[address]?.source.id ?? adapter.map({ DeviceID(adapter: $0, address: address) }) { changes.removed.insert(id) }
         }
         return update(list, changes: changes, gatt: gatt, now: now)
     }
@@ -173,21 +182,13 @@ public struct PublishPlanner: Sendable {
         /// Name, format or readings changed (or the device is new).
         var contentChanged = true
         if var known = devices[address] {
-            if known.source != row || known.sourceGATT != extra {
-                known.record = Self.record(row, extra: extra)
-                contentChanged = known.source.map { !Self.sameContent($0, row) } ?? true || known.sourceGATT != extra
-                if contentChanged { known.content = Self.content(known.record) }
-            } else {
-                contentChanged = false
-            }
+            contentChanged = !Self.sameContent(known.source, row) || known.sourceGATT != extra
+            known.source = row
+            known.sourceGATT = extra
             device = known
         } else {
-            let record = Self.record(row, extra: extra)
-            device = Published(record: record)
-            device.content = Self.content(record)
+            device = Published(source: row, gatt: extra)
         }
-        device.source = row
-        device.sourceGATT = extra
         if row.stale {
             if device.online {
                 device.online = false
@@ -197,9 +198,10 @@ public struct PublishPlanner: Sendable {
             return true
         }
         if options.discovery, contentChanged || device.discoveryKeys == nil {
-            let keys = ReadingKey.published(device.record.readings).map(\.key)
+            let record = device.record
+            let keys = ReadingKey.published(record.readings).map(\.key)
             if device.discoveryKeys != keys {
-                out.append(contentsOf: HomeAssistantDiscovery.messages(for: device.record, topics: options.topics))
+                out.append(contentsOf: HomeAssistantDiscovery.messages(for: record, topics: options.topics))
                 device.discoveryKeys = keys
             }
         }
@@ -286,7 +288,7 @@ public struct PublishPlanner: Sendable {
     /// The row as a record (the list's title is the name when there is one),
     /// with GATT readings after the advertised ones.
     static func record(_ row: DeviceListPresenter.Row, extra: [Reading]) -> DeviceRecord {
-        let name = row.title == row.id.address.description ? nil : row.title
+        let name = row.id.address.isWritten(as: row.title) ? nil : row.title
         return DeviceRecord(id: row.id, name: name, rssi: row.rssi, paired: row.paired, connected: row.connected,
                             trusted: row.trusted, format: row.format,
                             // Without GATT readings the row's array itself (shared, not a copy per device).
