@@ -149,3 +149,14 @@ struct CoreJSONTests {
             == "x: reserved value at offset 2: expected a defined type, found 9")
     }
 }
+
+/// A gateway keeps about ten readings per device it hears, in every list
+/// and table that holds a device's state: their size is a memory budget.
+@Suite("Reading layout")
+struct ReadingLayoutTests {
+    @Test func aReadingFitsInFiftySixBytes() {
+        // value (17 bytes with its tag) + kind (1) + unit and label (16 each),
+        // with no padding between the value's tag and the kind.
+        #expect(MemoryLayout<Reading>.stride <= 56)
+    }
+}

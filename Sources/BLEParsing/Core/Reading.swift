@@ -26,8 +26,11 @@ public enum ReadingValue: Equatable, Hashable, Sendable {
 /// ("systolic", "diastolic", "rr_interval", "instantaneous", ...); it is
 /// `nil` for the primary reading of a kind.
 public struct Reading: Equatable, Hashable, Sendable, CustomStringConvertible {
-    public var kind: ReadingKind
+    // `value` before `kind`: the one-byte kind then fills the value's tag
+    // padding, making a reading 56 bytes instead of 64 (a gateway keeps
+    // about ten of them per device it hears).
     public var value: ReadingValue
+    public var kind: ReadingKind
     public var unit: String?
     public var label: String?
 
