@@ -3,46 +3,61 @@ import DBus
 /// A Bluetooth device address (BD_ADDR), written most significant byte
 /// first as bluetoothd shows it: `AA:BB:CC:DD:EE:FF`.
 public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConvertible, Codable {
+    /// The 48 bits, the first-written byte (AA in AA:BB:…) most significant.
+    /// An integer rather than an array of bytes: an address is a key in
+    /// every table a gateway keeps per device, and parsing one (for every
+    /// PropertiesChanged) allocated an array each time.
+    public let value: UInt64
+
     /// The six bytes, most significant first.
-    public let bytes: [UInt8]
+    public var bytes: [UInt8] { (0..<6).map { byte($0) } }
+
+    /// Byte `i` (0…5) as written, most significant first.
+    @inline(__always) func byte(_ i: Int) -> UInt8 { UInt8(truncatingIfNeeded: value >> (8 * (5 - i))) }
 
     public init(bytes: [UInt8]) throws(BlueZError) {
         guard bytes.count == 6 else {
             throw .invalidArgument("a Bluetooth address has 6 bytes, got \(bytes.count)")
         }
-        self.bytes = bytes
+        value = bytes.reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// From its 48-bit value (the upper 16 bits must be zero).
+    init(value: UInt64) {
+        self.value = value & 0xFFFF_FFFF_FFFF
     }
 
     /// Parses `AA:BB:CC:DD:EE:FF` (or with `-` or `_` separators, any case),
     /// or the 12 hex digits alone (`e45f01aa1001`, as in MQTT topics and
     /// the HTTP API).
     public init(_ text: String) throws(BlueZError) {
-        if text.utf8.count == 12, text.utf8.allSatisfy({ $0 < 0x80 && UInt8(ascii: "0")...UInt8(ascii: "f") ~= ($0 | 0x20) }) {
-            var out: [UInt8] = []
-            var i = text.startIndex
-            while i < text.endIndex {
-                let j = text.index(i, offsetBy: 2)
-                guard let b = UInt8(text[i..<j], radix: 16) else {
+        let utf8 = Array(text.utf8)
+        var v: UInt64 = 0
+        if utf8.count == 12 {
+            for c in utf8 {
+                guard let d = hexValue(c) else {
                     throw .invalidArgument("\"\(text)\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF)")
                 }
-                out.append(b)
-                i = j
+                v = v << 4 | UInt64(d)
             }
-            bytes = out
+            value = v
             return
         }
-        let parts = text.split(omittingEmptySubsequences: false) { $0 == ":" || $0 == "-" || $0 == "_" }
-        guard parts.count == 6 else {
+        guard utf8.count == 17 else {
             throw .invalidArgument("\"\(text)\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF)")
         }
-        var out: [UInt8] = []
-        for part in parts {
-            guard part.count == 2, let b = UInt8(part, radix: 16) else {
+        for k in 0..<6 {
+            let at = k * 3
+            if k < 5, ![UInt8(ascii: ":"), UInt8(ascii: "-"), UInt8(ascii: "_")].contains(utf8[at + 2]) {
+                throw .invalidArgument("\"\(text)\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF)")
+            }
+            guard let hi = hexValue(utf8[at]), let lo = hexValue(utf8[at + 1]) else {
+                let part = String(decoding: utf8[at..<at + 2], as: UTF8.self)
                 throw .invalidArgument("\"\(text)\" is not a Bluetooth address: \"\(part)\" is not a hex byte")
             }
-            out.append(b)
+            v = v << 8 | UInt64(hi << 4 | lo)
         }
-        bytes = out
+        value = v
     }
 
     public var description: String { joinedHex(separator: UInt8(ascii: ":")) }
@@ -55,7 +70,8 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
     private func joinedHex(separator: UInt8) -> String {
         String(unsafeUninitializedCapacity: 17) { out in
             var at = 0
-            for (i, b) in bytes.prefix(6).enumerated() {
+            for i in 0..<6 {
+                let b = byte(i)
                 if i > 0 { out[at] = separator; at += 1 }
                 out[at] = hexDigit(b >> 4)
                 out[at + 1] = hexDigit(b & 0xF)
@@ -65,7 +81,19 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
         }
     }
 
-    public static func < (a: BluetoothAddress, b: BluetoothAddress) -> Bool { a.bytes.lexicographicallyPrecedes(b.bytes) }
+    /// Whether `text` is this address as ``description`` writes it, without
+    /// making that string.
+    public func isWritten(as text: String) -> Bool {
+        var utf8 = text.utf8.makeIterator()
+        for i in 0..<6 {
+            let b = byte(i)
+            if i > 0, utf8.next() != UInt8(ascii: ":") { return false }
+            guard utf8.next() == hexDigit(b >> 4), utf8.next() == hexDigit(b & 0xF) else { return false }
+        }
+        return utf8.next() == nil
+    }
+
+    public static func < (a: BluetoothAddress, b: BluetoothAddress) -> Bool { a.value < b.value }
 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
@@ -135,8 +163,7 @@ public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible 
         let utf8 = path.rawValue.utf8
         guard utf8.count > 22 else { return nil }
         let tail = utf8.suffix(22)   // "/dev_" + 17
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(6)
+        var value: UInt64 = 0
         var ok = true
         tail.withContiguousStorageIfAvailable { t in
             guard t[0] == 0x2F, t[1] == 0x64, t[2] == 0x65, t[3] == 0x76, t[4] == 0x5F else { ok = false; return }
@@ -144,14 +171,13 @@ public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible 
                 let at = 5 + k * 3
                 guard let hi = hexValue(t[at]), let lo = hexValue(t[at + 1]) else { ok = false; return }
                 if k < 5 && t[at + 2] != 0x5F { ok = false; return }
-                bytes.append(hi << 4 | lo)
+                value = value << 8 | UInt64(hi << 4 | lo)
             }
         } ?? { ok = false }()
-        guard ok, bytes.count == 6, let parent = path.parent, parent != .root,
-              let address = try? BluetoothAddress(bytes: bytes) else { return nil }
+        guard ok, let parent = path.parent, parent != .root else { return nil }
         self.path = path
         self.adapter = AdapterID(path: parent)
-        self.address = address
+        self.address = BluetoothAddress(value: value)
     }
 
     // The path determines the adapter and the address.
