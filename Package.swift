@@ -115,7 +115,7 @@ let package = Package(
             name: "blecompanion",
             dependencies: [
                 "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
-                "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport", "Bounds", "Locking",
+                "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport", "Bounds", "Locking", "CPosix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

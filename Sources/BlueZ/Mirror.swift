@@ -223,29 +223,38 @@ public final class BlueZMirror: Sendable {
                 delay = min(delay * 2, .seconds(1))
             }
         }
-        guard let reply else { throw BlueZError.unavailable }
-        guard reply.signature.rawValue == "a{oa{sa{sv}}}", let body = reply.body.first else {
-            state.withLock { $0.pending = nil }
-            throw BlueZError.unexpectedReply("GetManagedObjects returned \"\(reply.signature)\" instead of \"a{oa{sa{sv}}}\"")
-        }
-        let tree: BlueZSnapshot
+        guard let answer = reply else { throw BlueZError.unavailable }
+        reply = nil
+        let (tree, sender, serial): (BlueZSnapshot, String?, UInt32)
         do {
-            tree = try BlueZSnapshot(managedObjects: body)
+            (tree, sender, serial) = try Self.tree(from: consume answer)
         } catch {
             state.withLock { $0.pending = nil }
-            throw BlueZError.unexpectedReply("GetManagedObjects: \(error)")
+            throw error
         }
-        let sender = reply.sender
         publish { s in
             guard s.owner == owner else { return [] }
             s.snapshot = tree
             s.problem = nil
             var events: [BlueZEvent] = [.resynchronized, .availability(true)]
-            for m in s.pending ?? [] where m.sender == sender && m.serial > reply.serial {
+            for m in s.pending ?? [] where m.sender == sender && m.serial > serial {
                 events += self.apply(m, to: &s)
             }
             s.pending = nil
             return events
+        }
+    }
+
+    /// The tree a GetManagedObjects reply describes, with the reply's sender
+    /// and serial; the reply itself is released on return.
+    private static func tree(from reply: consuming DBusMessage) throws(BlueZError) -> (BlueZSnapshot, String?, UInt32) {
+        guard reply.signature.rawValue == "a{oa{sa{sv}}}", let body = reply.body.first else {
+            throw BlueZError.unexpectedReply("GetManagedObjects returned \"\(reply.signature)\" instead of \"a{oa{sa{sv}}}\"")
+        }
+        do {
+            return (try BlueZSnapshot(managedObjects: body), reply.sender, reply.serial)
+        } catch {
+            throw BlueZError.unexpectedReply("GetManagedObjects: \(error)")
         }
     }
 

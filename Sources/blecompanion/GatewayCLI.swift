@@ -1,4 +1,5 @@
 import ArgumentParser
+import CPosix
 import DBus
 import Domain
 import Foundation
@@ -53,6 +54,8 @@ struct GatewayCLICommand: AsyncParsableCommand {
             print("\(config): valid (gateway \(configuration.gatewayID), MQTT \(configuration.mqtt.map { "\($0.host):\($0.port)" } ?? "off"), HTTP \(configuration.http.map { "\($0.host):\($0.port)" } ?? "off"))")
             return
         }
+        // Before the gateway's threads start allocating (docs/PERFORMANCE.md, "Memory").
+        csystem_tune_malloc_for_service()
         let level = Logger.Level(rawValue: logLevel) ?? .info
         _ = LoggingBootstrap.bootstrap(level: level, json: logFormat == "auto" ? nil : logFormat == "json")
         let logger = Logger(label: "blecompanion.gateway")
