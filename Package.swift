@@ -62,7 +62,7 @@ let package = Package(
         .target(name: "Locking"),
         .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking"]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
-        // MQTT client for the headless gateway (issue 7): libmosquitto, imported internally.
+        // MQTT client for the headless gateway: libmosquitto, imported internally.
         .target(name: "MQTT", dependencies: ["CMosquitto", "Locking"]),
         // A small HTTP/1.1 server on POSIX sockets (local API of the gateway): no NIO, builds in seconds.
         .target(name: "HTTPServer", dependencies: ["CPosix", "Locking"]),
@@ -76,7 +76,7 @@ let package = Package(
             linkerSettings: [.linkedLibrary("m")]
         ),
 
-        // Capture import (issue 8): a btsnoop timeline (BLEParsing) as simulator scenario JSON. Writes the
+        // Capture import: a btsnoop timeline (BLEParsing) as simulator scenario JSON. Writes the
         // scenario format as text and does not import the simulator; its tests load the output through it.
         .target(name: "CaptureImport", dependencies: ["BLEParsing"]),
 
@@ -85,7 +85,7 @@ let package = Package(
         // against the other must not share a mistake.
         .target(name: "BlueZ", dependencies: ["DBus", "Locking"]),
         .target(name: "BlueZSimulator", dependencies: ["DBus"]),
-        // Capture and replay (issue 8): records bluetoothd's tree and signals into a scenario
+        // Capture and replay: records bluetoothd's tree and signals into a scenario
         // (the simulator's file format) and redacts it. Above both the client and the simulator,
         // which still do not import each other.
         .target(name: "Capture", dependencies: ["BlueZ", "BlueZSimulator", "BLEParsing", "DBus", "Locking"]),
@@ -138,7 +138,7 @@ let package = Package(
         .testTarget(name: "CaptureImportTests", dependencies: ["CaptureImport", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
-        // replayReadings (issue 8) runs a fixture through the simulator, client, repository and presenter.
+        // replayReadings runs a fixture through the simulator, client, repository and presenter.
         .target(name: "TestSupport", dependencies: ["BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CPosix", "Locking"],
                 path: "Tests/TestSupport"),
         .testTarget(name: "MQTTTests", dependencies: [

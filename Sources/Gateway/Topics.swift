@@ -2,7 +2,7 @@ import BlueZ
 import Foundation
 
 /// One MQTT publication, independent of the MQTT module: the gateway maps it
-/// to `MQTTMessage` when it wires the client in (issue 7).
+/// to `MQTTMessage` when it wires the client in.
 public struct OutgoingMessage: Sendable, Equatable {
     public var topic: String
     public var payload: [UInt8]

@@ -1,4 +1,4 @@
-// Gateway configuration (issue 7): the model of `blecompanion gateway --config FILE`.
+// Gateway configuration: the model of `blecompanion gateway --config FILE`.
 // The YAML layout is documented in docs/GATEWAY-CONFIG.md.
 import Foundation
 

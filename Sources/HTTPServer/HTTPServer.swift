@@ -1,4 +1,4 @@
-// A small HTTP/1.1 server on POSIX sockets for the gateway's local API (issue 7).
+// A small HTTP/1.1 server on POSIX sockets for the gateway's local API.
 internal import CPosix
 import Glibc
 import Locking

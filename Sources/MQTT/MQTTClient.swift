@@ -1,4 +1,4 @@
-// The MQTT client the headless gateway publishes readings with (issue 7):
+// The MQTT client the headless gateway publishes readings with:
 // libmosquitto underneath, a Swift-concurrency API on top.
 //
 // Threads. `mosquitto_loop_start` gives each client libmosquitto's own

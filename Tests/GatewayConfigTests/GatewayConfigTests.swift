@@ -1,4 +1,4 @@
-// Gateway configuration (issue 7): loading, defaults and every validation rule.
+// Gateway configuration: loading, defaults and every validation rule.
 import Foundation
 import Testing
 @testable import GatewayConfig

@@ -45,8 +45,8 @@ final class GatedControl: DeviceControl {
 }
 
 /// Commands from MQTT and HTTP: bounded however many arrive and however
-/// many addresses they name (issue 18: 5 000 distinct addresses added 68 MB
-/// and 40 000 MQTT commands 318 MB that never went away).
+/// many addresses they name (unbounded, 5 000 distinct addresses once added
+/// 68 MB and 40 000 MQTT commands 318 MB that never went away).
 @Suite(.timeLimit(.minutes(1))) struct CommandExecutorTests {
     static let adapter = AdapterID(path: "/org/bluez/hci0")
     static func address(_ n: Int) throws -> BluetoothAddress {

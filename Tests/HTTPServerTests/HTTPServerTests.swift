@@ -290,7 +290,7 @@ import Testing
     /// Slow clients hold every ordinary slot: a health check still gets a
     /// reserved one (and only a health check does), and once the server is
     /// under pressure a slow head is cut after `pressureTimeout`, not
-    /// `headerTimeout` (issue 18: /healthz answered 503 in 36 of 40 probes).
+    /// `headerTimeout` (without this, /healthz answered 503 in 36 of 40 probes).
     @Test func healthIsAnsweredWhenSlowClientsHoldEveryOrdinarySlot() async throws {
         var configuration = HTTPServer.Configuration()
         configuration.maxConnections = 4
