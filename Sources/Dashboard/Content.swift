@@ -89,8 +89,8 @@ public enum DashboardContent {
         case .loading: parts.append("…")
         case .failed, .unavailable: break
         }
-        if case let .unavailable(reason) = view.list.devices {
-            parts.append("⚠ \(reason)")
+        if case let .unavailable(why) = view.list.devices {
+            parts.append("⚠ \(why)")
         } else {
             parts.append(view.bluetoothdAnswering ? "bluetoothd ✓" : "⚠ bluetoothd not answering")
         }
@@ -216,12 +216,14 @@ public enum DashboardContent {
             centered("Waiting for bluetoothd…", in: listArea, &b, style: Theme.dim)
         case let .failed(reason):
             centered("✗ \(reason)", in: listArea, &b, style: Theme.error)
-        case let .unavailable(reason):
+        case let .unavailable(why):
             let hint: String
-            if reason.contains("powered off") { hint = "Press a for adapters, then P to power it on." }
-            else if reason.contains("bluetoothd") { hint = "Start it with `sudo systemctl start bluetooth`; the list comes back by itself." }
-            else { hint = "Plug in an adapter, or check `rfkill list`." }
-            centered("⚠ \(reason)", in: listArea.rows(0, max(1, listArea.height / 2)), &b, style: Theme.warn, bottom: true)
+            switch why {
+            case .bluetooth(.adapterOff): hint = "Press a for adapters, then P to power it on."
+            case .bluetooth(.bluetoothdGone): hint = "Start it with `sudo systemctl start bluetooth`; the list comes back by itself."
+            default: hint = "Plug in an adapter, or check `rfkill list`."
+            }
+            centered("⚠ \(why)", in: listArea.rows(0, max(1, listArea.height / 2)), &b, style: Theme.warn, bottom: true)
             centered(hint, in: listArea.rows(listArea.height / 2, listArea.height - listArea.height / 2), &b, style: Theme.dim)
         case let .loaded(rows):
             if rows.isEmpty {
@@ -352,8 +354,8 @@ public enum DashboardContent {
         switch s.device {
         case .loading:
             lines.append(("Loading…", Theme.dim))
-        case let .failed(reason), let .unavailable(reason):
-            lines.append(("⚠ \(reason)", Theme.warn))
+        case .failed, .unavailable:
+            lines.append(("⚠ \(s.device.problem ?? "")", Theme.warn))
         case let .loaded(d):
             lines.append(("\(d.name ?? "(no name)")  \(d.id.address) \(d.addressType ?? "")", Theme.title))
             var status = [d.connected ? "connected" : "disconnected"]
@@ -396,7 +398,7 @@ public enum DashboardContent {
         let window = s.historyWindow >= 86_400 * 2 ? "\(Int(s.historyWindow / 86_400)) d" : "\(Int(s.historyWindow / 3_600)) h"
         switch s.history {
         case .loading: return "History (\(window)): loading…"
-        case let .failed(reason), let .unavailable(reason): return "History: \(reason)"
+        case .failed, .unavailable: return "History: \(s.history.problem ?? "")"
         case let .loaded(series):
             guard !series.isEmpty else { return "History (\(window)): nothing recorded" }
             let chosen = series[min(max(0, view.historySeries), series.count - 1)]
@@ -428,8 +430,11 @@ public enum DashboardContent {
         case .loading:
             centered("Resolving services… \(spinnerFrame(view.spinner))", in: inner, &b, style: Theme.dim)
             return
-        case let .failed(reason), let .unavailable(reason):
-            centered(reason == "connect to discover services" ? "Press c to connect and discover services." : reason, in: inner, &b, style: Theme.dim)
+        case .unavailable(.notConnected):
+            centered("Press c to connect and discover services.", in: inner, &b, style: Theme.dim)
+            return
+        case .failed, .unavailable:
+            centered(s.services.problem ?? "", in: inner, &b, style: Theme.dim)
             return
         case let .loaded(services):
             if services.isEmpty {
@@ -596,7 +601,7 @@ public enum DashboardContent {
         let listArea = Rect(x: area.x, y: area.y + 1, width: area.width, height: area.height - 1)
         switch s.entries {
         case .loading: centered("…", in: listArea, &b, style: Theme.dim)
-        case let .failed(r), let .unavailable(r): centered(r, in: listArea, &b, style: Theme.warn)
+        case .failed, .unavailable: centered(s.entries.problem ?? "", in: listArea, &b, style: Theme.warn)
         case let .loaded(rows):
             if rows.isEmpty {
                 centered("Nothing logged yet.", in: listArea, &b, style: Theme.dim)
@@ -632,7 +637,7 @@ public enum DashboardContent {
         let listArea = Rect(x: area.x, y: area.y + 2, width: area.width, height: area.height - 2)
         switch s.adapters {
         case .loading: centered("…", in: listArea, &b, style: Theme.dim)
-        case let .failed(r), let .unavailable(r): centered("⚠ \(r)", in: listArea, &b, style: Theme.warn)
+        case .failed, .unavailable: centered("⚠ \(s.adapters.problem ?? "")", in: listArea, &b, style: Theme.warn)
         case let .loaded(rows):
             if rows.isEmpty {
                 centered("No adapters.", in: listArea, &b, style: Theme.dim)

@@ -332,7 +332,7 @@ public final class CommandExecutor: Sendable {
             while let s = await iterator.next() {
                 if let problem = unusable(s) { return .failure(problem) }
                 if case .loaded = s.services { current = s; break }
-                if case let .unavailable(reason) = s.services { return .failure("\(reason) (send {\"action\":\"connect\"} first)") }
+                if case let .unavailable(why) = s.services { return .failure("\(why) (send {\"action\":\"connect\"} first)") }
                 if case let .failed(reason) = s.services { return .failure(reason) }
             }
             guard let state = current, let target = command.characteristic else { return .failure("cancelled") }
@@ -379,7 +379,7 @@ public final class CommandExecutor: Sendable {
     /// Why nothing can be done with the device, if so.
     private static func unusable(_ s: DeviceDetailPresenter.State) -> String? {
         switch s.device {
-        case let .unavailable(reason), let .failed(reason): return reason
+        case .unavailable, .failed: return s.device.problem
         case .loading, .loaded: return nil
         }
     }

@@ -94,8 +94,8 @@ struct GatewayHTTPAPI: Sendable {
             return .json(SortedJSON.bytes([("devices", .list(items))]))
         case .loading:
             return .json(SortedJSON.bytes([("devices", .list([]))]))
-        case let .unavailable(reason), let .failed(reason):
-            return .problem(status: .serviceUnavailable, reason)
+        case .unavailable, .failed:
+            return .problem(status: .serviceUnavailable, state.devices.problem ?? "")
         }
     }
 

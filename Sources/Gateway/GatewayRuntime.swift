@@ -762,7 +762,7 @@ actor PublishingLoop {
     func allOffline() -> [OutgoingMessage] {
         stopped = true
         deadline.update { $0 = nil }
-        return planner.update(.unavailable("gateway stopping"), now: Date())
+        return planner.update(.unavailable(.stopping), now: Date())
     }
 
     func onlineCount() -> Int { planner.onlineAddresses.count }

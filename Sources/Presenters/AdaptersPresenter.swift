@@ -294,8 +294,8 @@ public final class AdaptersPresenter: Presenter {
     /// Pure: the rows for a snapshot, or why there are none (exposed for
     /// front ends' previews).
     public static func adapters(_ snapshot: AdapterListSnapshot, pending: Pending?) -> Loadable<[Row]> {
-        guard snapshot.bluetoothdAvailable else { return .unavailable("bluetoothd is not running") }
-        guard !snapshot.adapters.isEmpty else { return .unavailable("no Bluetooth adapter") }
+        guard snapshot.bluetoothdAvailable else { return .unavailable(.bluetooth(.bluetoothdGone)) }
+        guard !snapshot.adapters.isEmpty else { return .unavailable(.bluetooth(.noAdapter)) }
         return .loaded(snapshot.adapters.map { r in
             let asked = pending?.adapter == r.id ? pending?.operation : nil
             var power: Bool?, discoverable: Bool?, pairable: Bool?, scan: Bool?

@@ -10,13 +10,43 @@ public enum Loadable<Value: Sendable & Equatable>: Sendable, Equatable {
     case loaded(Value)
     /// Something went wrong; the text is for the user.
     case failed(String)
-    /// Bluetooth cannot be used right now (bluetoothd gone, no adapter,
-    /// adapter off); the text says which.
-    case unavailable(String)
+    /// Cannot be had right now, for a known reason a front end can act on
+    /// (offer to power the adapter on, to connect) without reading the text.
+    case unavailable(Unavailable)
 
     public var value: Value? {
         if case let .loaded(v) = self { return v }
         return nil
+    }
+
+    /// The sentence for the user when it failed or is unavailable.
+    public var problem: String? {
+        switch self {
+        case .loading, .loaded: return nil
+        case let .failed(reason): return reason
+        case let .unavailable(why): return why.description
+        }
+    }
+}
+
+/// Why a ``Loadable`` value cannot be had right now.
+public enum Unavailable: Sendable, Equatable, CustomStringConvertible {
+    /// Bluetooth cannot be used: bluetoothd gone, no adapter, adapter off.
+    case bluetooth(Availability)
+    /// Known only while the device is connected (its GATT services).
+    case notConnected
+    /// There is no reading history (no database was opened).
+    case noHistory
+    /// The gateway is shutting down.
+    case stopping
+
+    public var description: String {
+        switch self {
+        case let .bluetooth(availability): return availability.reason ?? "Bluetooth is available"
+        case .notConnected: return "connect to discover services"
+        case .noHistory: return "no reading history (no database)"
+        case .stopping: return "gateway stopping"
+        }
     }
 }
 

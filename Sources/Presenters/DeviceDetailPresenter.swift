@@ -92,7 +92,7 @@ public final class DeviceDetailPresenter: Presenter {
     public init(device: DeviceID, control: any DeviceControl, history: (any ReadingHistory)?, watchList: (any WatchList)?,
                 navigator: Navigator, now: @escaping @Sendable () -> Date = { Date() }) {
         var initial = State(id: device)
-        if history == nil { initial.history = .unavailable("no reading history (no database)") }
+        if history == nil { initial.history = .unavailable(.noHistory) }
         if watchList == nil { initial.watch = .notWatched }
         store = StateStore(initial)
         self.control = control
@@ -271,9 +271,9 @@ public final class DeviceDetailPresenter: Presenter {
     /// Pure: what a repository snapshot means for the screen.
     static func apply(_ snapshot: DeviceDetailSnapshot, to s: inout State) {
         s.rssiHistory = snapshot.rssiHistory
-        if let reason = snapshot.availability.reason {
-            s.device = .unavailable(reason)
-            s.services = .unavailable(reason)
+        if snapshot.availability != .available {
+            s.device = .unavailable(.bluetooth(snapshot.availability))
+            s.services = .unavailable(.bluetooth(snapshot.availability))
             return
         }
         guard let d = snapshot.device else {
@@ -291,7 +291,7 @@ public final class DeviceDetailPresenter: Presenter {
         } else if d.connected {
             s.services = .loaded([])
         } else {
-            s.services = .unavailable("connect to discover services")
+            s.services = .unavailable(.notConnected)
         }
     }
 }

@@ -266,8 +266,8 @@ public final class DeviceListPresenter: Presenter {
             s.changes = nil
             latest.sorted = nil
             guard let snapshot else { return }
-            if let reason = snapshot.availability.reason {
-                s.devices = .unavailable(reason)
+            if snapshot.availability != .available {
+                s.devices = .unavailable(.bluetooth(snapshot.availability))
                 s.formats = []
             } else {
                 let sorted = DeviceListPresenter.kept(snapshot.devices, filter: s.filter, sort: s.sort, now: time,

@@ -106,7 +106,7 @@ import TerminalUI
                 s.operations[control.id] = .failed("writing char0016 of A4:C1:38:00:00:02 failed: org.bluez.Error.NotPermitted: Write not permitted")
             }
         } else {
-            s.services = .unavailable("connect to discover services")
+            s.services = .unavailable(.notConnected)
         }
         return s
     }
@@ -156,8 +156,8 @@ import TerminalUI
         empty.list.devices = .loaded([])
         out.append(("list-empty", empty))
         var gone = base()
-        gone.adapters.adapters = .unavailable("bluetoothd is not running")
-        gone.list.devices = .unavailable("bluetoothd is not running")
+        gone.adapters.adapters = .unavailable(.bluetooth(.bluetoothdGone))
+        gone.list.devices = .unavailable(.bluetooth(.bluetoothdGone))
         out.append(("list-bluetoothd-gone", gone))
         var search = try listView()
         search.list.filter.text = "ruu"
@@ -221,6 +221,22 @@ import TerminalUI
                     Issue.record("snapshot \(name)-\(size) differs (RECORD_SNAPSHOTS=1 to accept):\n--- stored\n\(stored ?? "(none)")\n--- now\n\(text)")
                 }
             }
+        }
+    }
+
+    /// The list's hint follows why Bluetooth is unavailable (the reason as
+    /// a value, not words matched in its sentence).
+    @Test func theListSaysWhatToDoForEachReasonBluetoothIsUnavailable() {
+        let cases: [(Availability, String, String)] = [
+            (.bluetoothdGone, "bluetoothd is not running", "sudo systemctl start bluetooth"),
+            (.noAdapter, "no Bluetooth adapter", "Plug in an adapter"),
+            (.adapterOff(hci0), "adapter hci0 is powered off", "Press a for adapters, then P to power it on."),
+        ]
+        for (availability, reason, hint) in cases {
+            var view = base()
+            view.list.devices = .unavailable(.bluetooth(availability))
+            let text = DashboardContent.render(view, width: 120, height: 40).text
+            #expect(text.contains(reason) && text.contains(hint), "\(availability):\n\(text)")
         }
     }
 

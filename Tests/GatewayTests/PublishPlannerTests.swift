@@ -94,7 +94,7 @@ import Testing
     @Test func bluetoothdGoneTakesEveryDeviceOffline() throws {
         var p = planner()
         _ = p.update(.loaded([try row("AA:00:00:00:00:01"), try row("AA:00:00:00:00:02")]), now: t0)
-        let out = p.update(.unavailable("bluetoothd is not running"), now: t0 + 1)
+        let out = p.update(.unavailable(.bluetooth(.bluetoothdGone)), now: t0 + 1)
         #expect(kinds(out) == ["status:offline", "status:offline"])
         #expect(!p.bluetoothAvailable)
         #expect(p.update(.loading, now: t0 + 2).isEmpty)

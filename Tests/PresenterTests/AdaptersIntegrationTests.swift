@@ -86,7 +86,7 @@ import Domain
         #expect(client.mirror.snapshot().adapters[hci0]?.discovering == false)
 
         await sim.simulator.stop()
-        let gone = await first(presenter.states()) { $0.adapters == .unavailable("bluetoothd is not running") }
+        let gone = await first(presenter.states()) { $0.adapters == .unavailable(.bluetooth(.bluetoothdGone)) }
         #expect(gone?.selected == hci0, "\(presenter.state)")
     }
 

@@ -110,11 +110,11 @@ extension AdapterListSnapshot {
         let states = StateRecorder(presenter.states())
         var expected = P.State()
         await states.expectNext(expected)                                   // loading
-        expected.adapters = .unavailable("bluetoothd is not running")
+        expected.adapters = .unavailable(.bluetooth(.bluetoothdGone))
         await states.expectNext(expected)
 
         repo.emit(AdapterListSnapshot(bluetoothdAvailable: true))
-        expected.adapters = .unavailable("no Bluetooth adapter")
+        expected.adapters = .unavailable(.bluetooth(.noAdapter))
         await states.expectNext(expected)
 
         repo.emit(AdapterListSnapshot(bluetoothdAvailable: true, adapters: [host]))
@@ -124,7 +124,7 @@ extension AdapterListSnapshot {
         #expect(expected.adapters.value?.first?.title == "sim-host")
 
         repo.emit(AdapterListSnapshot(bluetoothdAvailable: false))
-        expected.adapters = .unavailable("bluetoothd is not running")       // selection kept for its return
+        expected.adapters = .unavailable(.bluetooth(.bluetoothdGone))       // selection kept for its return
         await states.expectNext(expected)
 
         // Nothing to act on: the switches do nothing and ask nothing.
@@ -501,7 +501,7 @@ extension AdapterListSnapshot {
         // The adapter goes away (unplugged): nothing is pending any more.
         repo.emit(AdapterListSnapshot(bluetoothdAvailable: true, adapters: []))
         expected.pending = nil
-        expected.adapters = .unavailable("no Bluetooth adapter")
+        expected.adapters = .unavailable(.bluetooth(.noAdapter))
         await states.expectNext(expected)
         await states.expectNoMoreStates()
         #expect(repo.calls.withLock { $0 } == [.powered(false, hci0), .pairable(false, hci0)])

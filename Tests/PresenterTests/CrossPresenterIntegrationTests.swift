@@ -52,8 +52,8 @@ import Domain
 
         // bluetoothd leaves: both screens say so; it returns: both recover.
         await sim.simulator.stop()
-        #expect(await waitFor(list) { $0.devices == .unavailable("bluetoothd is not running") })
-        #expect(await waitFor(detail) { $0.device == .unavailable("bluetoothd is not running") })
+        #expect(await waitFor(list) { $0.devices == .unavailable(.bluetooth(.bluetoothdGone)) })
+        #expect(await waitFor(detail) { $0.device == .unavailable(.bluetooth(.bluetoothdGone)) })
         let again = BlueZSimulator(scenario: sim.scenario)
         try await again.start(busAddress: bus.address)
         // The list's discovery session restarts by itself; the strap is found again.

@@ -43,7 +43,7 @@ import Domain
                                               watchList: nil, navigator: navigator)
         // Battery1 appears once connected, as bluetoothd's battery plugin does.
         #expect(await waitFor(presenter) { s in
-            s.device.value?.name == "Heart Strap" && s.device.value?.battery == nil && s.services == .unavailable("connect to discover services")
+            s.device.value?.name == "Heart Strap" && s.device.value?.battery == nil && s.services == .unavailable(.notConnected)
         }, "\(presenter.state)")
 
         presenter.send(.connectRequested)

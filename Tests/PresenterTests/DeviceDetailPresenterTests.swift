@@ -148,7 +148,7 @@ final class FakeWatchList: WatchList {
         var expected = P.State(id: device)
         await states.expectNext(expected)
         expected.device = .loaded(details())
-        expected.services = .unavailable("connect to discover services")
+        expected.services = .unavailable(.notConnected)
         expected.history = .loaded([])
         expected.watch = .notWatched
         if snapshot == nil { await states.expectSettled(at: expected, atMost: 3) }
@@ -380,8 +380,8 @@ final class FakeWatchList: WatchList {
         #expect(await eventually { h.navigator.stack == [.deviceList, .deviceDetail(device), .pairing(device)] })
         h.navigator.pop()
         h.control.emit { $0 = DeviceDetailSnapshot(availability: .bluetoothdGone) }
-        expected.device = .unavailable("bluetoothd is not running")
-        expected.services = .unavailable("bluetoothd is not running")
+        expected.device = .unavailable(.bluetooth(.bluetoothdGone))
+        expected.services = .unavailable(.bluetooth(.bluetoothdGone))
         await h.states.expectNext(expected)
         h.presenter.send(.pairRequested)       // nothing to pair: ignored
         h.presenter.send(.trustToggled)        // ignored
@@ -391,8 +391,8 @@ final class FakeWatchList: WatchList {
         expected.services = .failed(reason)
         await h.states.expectNext(expected)
         h.control.emit { $0 = DeviceDetailSnapshot(availability: .adapterOff(hci0), device: details()) }
-        expected.device = .unavailable("adapter hci0 is powered off")
-        expected.services = .unavailable("adapter hci0 is powered off")
+        expected.device = .unavailable(.bluetooth(.adapterOff(AdapterID(path: "/org/bluez/hci0"))))
+        expected.services = .unavailable(.bluetooth(.adapterOff(AdapterID(path: "/org/bluez/hci0"))))
         await h.states.expectNext(expected)
         h.presenter.send(.backRequested)
         #expect(await eventually { h.navigator.stack == [.deviceList] })
@@ -405,11 +405,11 @@ final class FakeWatchList: WatchList {
         let presenter = P(device: device, control: control, history: nil, watchList: nil, navigator: Navigator())
         let states = StateRecorder(presenter.states())
         var expected = P.State(id: device)
-        expected.history = .unavailable("no reading history (no database)")
+        expected.history = .unavailable(.noHistory)
         expected.watch = .notWatched
         await states.expectNext(expected)
         expected.device = .loaded(details())
-        expected.services = .unavailable("connect to discover services")
+        expected.services = .unavailable(.notConnected)
         await states.expectNext(expected)
         presenter.send(.watchToggled)
         await states.expectNoMoreStates()

@@ -35,7 +35,7 @@ import Domain
 
         var expected = P.State()
         await states.expectNext(expected)                               // loading
-        expected.devices = .unavailable("bluetoothd is not running")
+        expected.devices = .unavailable(.bluetooth(.bluetoothdGone))
         await states.expectNext(expected)
 
         let devices = try home(clock)
@@ -78,7 +78,7 @@ import Domain
 
         // The adapter goes off: the list says so instead of showing stale rows.
         repo.emit(DeviceListSnapshot(availability: .adapterOff(hci0), devices: devices))
-        expected.devices = .unavailable("adapter hci0 is powered off")
+        expected.devices = .unavailable(.bluetooth(.adapterOff(AdapterID(path: "/org/bluez/hci0"))))
         expected.formats = []
         await states.expectNext(expected)
         await states.expectNoMoreStates()
@@ -168,7 +168,7 @@ import Domain
         let states = StateRecorder(presenter.states())
         var expected = P.State()
         await states.expectNext(expected)
-        expected.devices = .unavailable("bluetoothd is not running")
+        expected.devices = .unavailable(.bluetooth(.bluetoothdGone))
         await states.expectNext(expected)
 
         let devices = try home(clock)

@@ -30,7 +30,7 @@ import Domain
         #expect(rssis == rssis.sorted(by: >))
 
         await simulator.stop()
-        let gone = await waitFor(presenter, within: 10) { $0.devices == .unavailable("bluetoothd is not running") }
+        let gone = await waitFor(presenter, within: 10) { $0.devices == .unavailable(.bluetooth(.bluetoothdGone)) }
         #expect(gone, "\(presenter.state)")
     }
 
@@ -66,7 +66,7 @@ import Domain
         presenter.send(.scanToggled)
         #expect(await waitFor(presenter, within: 10) { $0.scan == .on && ($0.devices.value?.count ?? 0) >= 1 }, "\(presenter.state)")
         try await client.setPowered(false, adapter: hci0)
-        #expect(await waitFor(presenter, within: 10) { $0.scan == .off && $0.devices == .unavailable("adapter hci0 is powered off") },
+        #expect(await waitFor(presenter, within: 10) { $0.scan == .off && $0.devices == .unavailable(.bluetooth(.adapterOff(AdapterID(path: "/org/bluez/hci0")))) },
                 "\(presenter.state)")
         try await client.setPowered(true, adapter: hci0)
         #expect(await waitFor(presenter, within: 10) { $0.scan == .off && $0.devices.value != nil }, "\(presenter.state)")
