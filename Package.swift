@@ -24,6 +24,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // Gateway only: YAML configuration with line numbers, and graceful service lifecycle.
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
@@ -60,7 +61,7 @@ let package = Package(
         // The lock every target uses (a value behind a pthread mutex, which ThreadSanitizer sees;
         // Synchronization's Mutex it does not, on Linux). No dependencies.
         .target(name: "Locking"),
-        .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking"]),
+        .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking", .product(name: "HeapModule", package: "swift-collections")]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
         // MQTT client for the headless gateway: libmosquitto, imported internally.
         .target(name: "MQTT", dependencies: ["CMosquitto", "Locking"]),

@@ -1,4 +1,5 @@
 internal import CDBus
+import HeapModule
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -91,7 +92,7 @@ final class ConnectionCore: @unchecked Sendable {
     private var registeredEvents: [Int32: UInt32] = [:]
     private var timeouts: [OpaquePointer: UInt64] = [:]
     private var pending: [UInt32: PendingCall] = [:]
-    private var deadlines = DeadlineHeap()
+    private var deadlines = Heap<CallDeadline>()
     private var running = true
     private(set) var dead = false                   // loop
     /// Called once the connection is gone (``whenLost(_:)``).
@@ -564,7 +565,7 @@ final class ConnectionCore: @unchecked Sendable {
     fileprivate func toggleTimeout(_ t: OpaquePointer) { _ = addTimeout(t) }
 
     private func nextTimeoutMilliseconds() -> Int32 {
-        var earliest = deadlines.peek()?.deadline ?? UInt64.max
+        var earliest = deadlines.min?.deadline ?? UInt64.max
         for (_, d) in timeouts where d < earliest { earliest = d }
         if earliest == UInt64.max { return -1 }
         let now = monotonicNanoseconds()
@@ -581,8 +582,8 @@ final class ConnectionCore: @unchecked Sendable {
             timeouts[t] = monotonicNanoseconds() + UInt64(max(0, dbus_timeout_get_interval(t))) * 1_000_000
             _ = dbus_timeout_handle(t)
         }
-        while let top = deadlines.peek(), top.deadline <= now {
-            deadlines.pop()
+        while let top = deadlines.min, top.deadline <= now {
+            deadlines.removeMin()
             if let call = pending[top.serial], call.state.map({ ObjectIdentifier($0) }) == top.owner {
                 pending[top.serial] = nil
                 call.state?.lock.withLock { call.state?.phase = .done }
@@ -621,7 +622,7 @@ final class ConnectionCore: @unchecked Sendable {
         }
         pending[serial] = PendingCall(member: member, timeoutMs: timeoutMs, completion: completion, state: state, onCancel: onCancel)
         let deadline = monotonicNanoseconds() + UInt64(max(1, timeoutMs)) * 1_000_000
-        deadlines.push(.init(deadline: deadline, serial: serial, owner: state.map { ObjectIdentifier($0) }))
+        deadlines.insert(CallDeadline(deadline: deadline, serial: serial, owner: state.map { ObjectIdentifier($0) }))
         state?.lock.withLock { state?.phase = .started(serial: serial) }
     }
 
@@ -962,43 +963,17 @@ final class ConnectionCore: @unchecked Sendable {
     }
 }
 
-/// A min-heap of call deadlines.
-struct DeadlineHeap {
-    struct Entry {
-        let deadline: UInt64
-        let serial: UInt32
-        let owner: ObjectIdentifier?
-    }
-    private var items: [Entry] = []
+/// When a pending call times out, in the heap of them (swift-collections'
+/// `Heap`, earliest first; the serial breaks ties so the order is the same
+/// every run).
+struct CallDeadline: Comparable {
+    let deadline: UInt64
+    let serial: UInt32
+    /// The call's cancellation state: a serial reused by a later call is
+    /// not timed out for this one.
+    let owner: ObjectIdentifier?
 
-    func peek() -> Entry? { items.first }
-
-    mutating func push(_ e: Entry) {
-        items.append(e)
-        var i = items.count - 1
-        while i > 0 {
-            let parent = (i - 1) / 2
-            if items[parent].deadline <= items[i].deadline { break }
-            items.swapAt(parent, i)
-            i = parent
-        }
-    }
-
-    mutating func pop() {
-        guard !items.isEmpty else { return }
-        items.swapAt(0, items.count - 1)
-        items.removeLast()
-        var i = 0
-        while true {
-            let l = 2 * i + 1, r = l + 1
-            var smallest = i
-            if l < items.count, items[l].deadline < items[smallest].deadline { smallest = l }
-            if r < items.count, items[r].deadline < items[smallest].deadline { smallest = r }
-            if smallest == i { break }
-            items.swapAt(i, smallest)
-            i = smallest
-        }
-    }
+    static func < (a: CallDeadline, b: CallDeadline) -> Bool { (a.deadline, a.serial) < (b.deadline, b.serial) }
 }
 
 // MARK: C callbacks
