@@ -198,8 +198,10 @@ public final class DeviceDetailPresenter: Presenter {
         case let .watchesChanged(watches):
             store.update { $0.watch = watches[id.address].map { .watched($0) } ?? .notWatched }
         case let .commandFinished(command, error):
-            store.update { s in s.command = error.map { .failed(command, $0.description) } ?? .idle }
+            // A forgotten device's screen leaves first, so whoever sees the
+            // command finished sees the navigator already back.
             if command == .forget && error == nil { navigator.pop() }
+            store.update { s in s.command = error.map { .failed(command, $0.description) } ?? .idle }
         case let .operationFinished(c, error):
             store.update { $0.operations[c] = error.map { .failed($0.description) } }
         }
