@@ -12,32 +12,63 @@ import Domain
 /// by one, in order, and that nothing else came (exhaustive, in the spirit
 /// of Circuit's `presenter.test {}` and TCA's TestStore).
 final class StateRecorder<State: Sendable & Equatable>: Sendable {
-    private final class Received: Sendable {
-        let states = Lock<[State]>([])
+    private struct Inner {
+        var states: [State] = []
+        var cursor = 0
+        /// The reader waiting for the next state, with the deadline it waits until.
+        var waiter: CheckedContinuation<Void, Never>?
     }
-    private let received = Received()
-    private let cursor = Lock(0)
+    private let inner = Lock(Inner())
     private let task: Task<Void, Never>
 
     init(_ states: AsyncStream<State>) {
-        let box = received
-        task = Task { for await s in states { box.states.withLock { $0.append(s) } } }
+        let inner = self.inner
+        task = Task {
+            for await s in states {
+                let waiter = inner.withLock { i -> CheckedContinuation<Void, Never>? in
+                    i.states.append(s)
+                    defer { i.waiter = nil }
+                    return i.waiter
+                }
+                waiter?.resume()
+            }
+        }
     }
 
     deinit { task.cancel() }
 
-    /// The next state, waiting up to `seconds`.
+    /// The next state, waiting up to `seconds`: woken by its arrival, not by
+    /// polling, so a test goes on as soon as the presenter has spoken.
     func next(within seconds: Double = 10) async -> State? {
         let deadline = ContinuousClock.now + .seconds(seconds)
-        while ContinuousClock.now < deadline {
-            let index = cursor.withLock { $0 }
-            if let s = received.states.withLock({ index < $0.count ? $0[index] : nil }) {
-                cursor.withLock { $0 += 1 }
-                return s
+        while true {
+            let taken = inner.withLock { i -> State? in
+                guard i.cursor < i.states.count else { return nil }
+                defer { i.cursor += 1 }
+                return i.states[i.cursor]
             }
-            try? await Task.sleep(for: .milliseconds(5))
+            if let taken { return taken }
+            if ContinuousClock.now >= deadline { return nil }
+            let inner = self.inner
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let ready = inner.withLock { i -> Bool in
+                    if i.cursor < i.states.count { return true }
+                    i.waiter = c
+                    return false
+                }
+                if ready { c.resume(); return }
+                // The deadline wakes it too; a wake-up with nothing new just
+                // loops (and waits again until the deadline).
+                Task {
+                    try? await Task.sleep(until: deadline, clock: .continuous)
+                    let timedOut = inner.withLock { i -> CheckedContinuation<Void, Never>? in
+                        defer { i.waiter = nil }
+                        return i.waiter
+                    }
+                    timedOut?.resume()
+                }
+            }
         }
-        return nil
     }
 
     func expectNext(_ expected: State, sourceLocation: SourceLocation = #_sourceLocation) async {
@@ -66,7 +97,7 @@ final class StateRecorder<State: Sendable & Equatable>: Sendable {
 
     func expectNoMoreStates(for seconds: Double = 0.15, sourceLocation: SourceLocation = #_sourceLocation) async {
         try? await Task.sleep(for: .seconds(seconds))
-        let extra = cursor.withLock { c in received.states.withLock { Array($0.dropFirst(c)) } }
+        let extra = inner.withLock { i in Array(i.states.dropFirst(i.cursor)) }
         #expect(extra.isEmpty, "unexpected states: \(extra)", sourceLocation: sourceLocation)
     }
 }
