@@ -1,6 +1,6 @@
 import BLEParsing
 import Benchmark
-import BlueZ
+@_spi(Benchmarks) import BlueZ
 import Dashboard
 import DBus
 import Domain

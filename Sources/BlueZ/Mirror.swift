@@ -103,7 +103,7 @@ public final class BlueZMirror: Sendable {
     public var serviceOwner: String? { state.withLock { $0.owner } }
 
     /// How many signals have been applied so far (for benchmarks and tests).
-    public var appliedChanges: UInt64 { state.withLock { $0.changes } }
+    package var appliedChanges: UInt64 { state.withLock { $0.changes } }
 
     /// Every change from now on. A consumer that falls more than
     /// `bufferCapacity` events behind loses the oldest and should re-read
@@ -138,7 +138,7 @@ public final class BlueZMirror: Sendable {
 
     /// Waits until at least `count` signals have been applied in total
     /// (see ``appliedChanges``); for benchmarks and tests.
-    public func waitForAppliedChanges(_ count: UInt64, timeout: Duration = .seconds(60)) async throws(BlueZError) {
+    package func waitForAppliedChanges(_ count: UInt64, timeout: Duration = .seconds(60)) async throws(BlueZError) {
         try await waitForState("\(count) applied changes", timeout: timeout) { _, applied in applied >= count }
     }
 

@@ -87,7 +87,7 @@ public struct BlueZSnapshot: Sendable, Equatable {
     // MARK: Applying changes
 
     /// What one org.bluez signal changed, as ``apply(_:)`` applied it.
-    public enum AppliedSignal: Sendable {
+    @_spi(Benchmarks) public enum AppliedSignal: Sendable {
         case interfacesAdded(ObjectPath, [String: [String: DBusValue]])
         case interfacesRemoved(ObjectPath, [String])
         /// `entries`: PropertiesChanged's `a{sv}` as received (a listener
@@ -97,11 +97,12 @@ public struct BlueZSnapshot: Sendable, Equatable {
 
     /// Applies one ObjectManager or PropertiesChanged signal from bluetoothd
     /// to the tree: what ``BlueZMirror`` does for every signal it receives
-    /// (public so that the allocation benchmarks measure this step alone).
+    /// (visible to the allocation benchmarks, a package of their own, as
+    /// SPI: they measure this step alone; not API for anyone else).
     /// Nil when the signal is not one of those, is malformed, or names an
     /// object or interface the tree does not hold (a late signal for a
     /// removed object is ignored).
-    public mutating func apply(_ m: DBusMessage) -> AppliedSignal? {
+    @_spi(Benchmarks) public mutating func apply(_ m: DBusMessage) -> AppliedSignal? {
         guard let path = m.path else { return nil }
         switch (m.interface, m.member) {
         case (BlueZInterface.objectManager, "InterfacesAdded"):

@@ -4,7 +4,7 @@ import Locking
 /// (a pairing ended), where `StateStore` is for things that are (its
 /// subscribers get the current value first and equal values only once,
 /// which would replay an old event or swallow a repeated one).
-public final class Broadcaster<Element: Sendable>: Sendable {
+package final class Broadcaster<Element: Sendable>: Sendable {
     private struct Inner {
         var subscribers: [UInt64: AsyncStream<Element>.Continuation] = [:]
         var next: UInt64 = 0
@@ -14,10 +14,10 @@ public final class Broadcaster<Element: Sendable>: Sendable {
 
     /// `bufferLimit`: at most this many undelivered events per subscriber
     /// (the oldest go first).
-    public init(bufferLimit: Int = 64) { self.bufferLimit = max(1, bufferLimit) }
+    package init(bufferLimit: Int = 64) { self.bufferLimit = max(1, bufferLimit) }
 
     /// Every event from now on.
-    public func events() -> AsyncStream<Element> {
+    package func events() -> AsyncStream<Element> {
         let (stream, continuation) = AsyncStream<Element>.makeStream(bufferingPolicy: .bufferingNewest(bufferLimit))
         let id = inner.withLock { i -> UInt64 in
             i.next += 1
@@ -31,7 +31,7 @@ public final class Broadcaster<Element: Sendable>: Sendable {
         return stream
     }
 
-    public func yield(_ element: Element) {
+    package func yield(_ element: Element) {
         let subscribers = inner.withLock { Array($0.subscribers.values) }
         for c in subscribers { c.yield(element) }
     }

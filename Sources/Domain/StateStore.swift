@@ -4,7 +4,7 @@ import Locking
 /// order: presenters' states (kept without loss — they are small and few)
 /// and repositories' snapshots (a bounded buffer per subscriber: one that
 /// falls behind keeps the newest).
-public final class StateStore<State: Sendable & Equatable>: Sendable {
+package final class StateStore<State: Sendable & Equatable>: Sendable {
     private struct Inner {
         var state: State
         var subscribers: [UInt64: AsyncStream<State>.Continuation] = [:]
@@ -23,15 +23,15 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
 
     /// `bufferLimit`: at most this many undelivered values per subscriber
     /// (the oldest go first); nil keeps every value.
-    public init(_ initial: State, bufferLimit: Int? = nil) {
+    package init(_ initial: State, bufferLimit: Int? = nil) {
         inner = Lock(Inner(state: initial))
         self.bufferLimit = bufferLimit
     }
 
-    public var state: State { inner.withLock { $0.state } }
+    package var state: State { inner.withLock { $0.state } }
 
     /// Applies `change`; subscribers hear about it only if the state differs.
-    public func update(_ change: (inout State) -> Void) {
+    package func update(_ change: (inout State) -> Void) {
         inner.withLock { i in
             var s = i.state
             change(&s)
@@ -53,20 +53,20 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
     }
 
     /// Reads part of the state under the lock (no copy of the parts not read).
-    public func read<R>(_ body: (State) -> R) -> R { inner.withLock { body($0.state) } }
+    package func read<R>(_ body: (State) -> R) -> R { inner.withLock { body($0.state) } }
 
     /// Changes the state in place and publishes it: for a caller that knows
     /// it changes something and holds large values in the state (a value
     /// only the store references is then changed without a copy; take it out
     /// of the state first, change it, put it back).
-    public func modify(_ change: (inout State) -> Void) {
+    package func modify(_ change: (inout State) -> Void) {
         inner.withLock { i in
             change(&i.state)
             publish(&i)
         }
     }
 
-    public func states() -> AsyncStream<State> {
+    package func states() -> AsyncStream<State> {
         let (stream, continuation) = AsyncStream<State>.makeStream(bufferingPolicy: bufferLimit.map { .bufferingNewest($0) } ?? .unbounded)
         let id = inner.withLock { i -> UInt64 in
             i.next += 1
@@ -84,7 +84,7 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
     /// the consumer needs from the one it replaces (e.g. the rows that changed
     /// in both); `coalesced` is called each time. Memory stays bounded however
     /// slow the consumer is, where ``states()`` would queue every state.
-    public func states(coalescing merge: @escaping @Sendable (State, State) -> State,
+    package func states(coalescing merge: @escaping @Sendable (State, State) -> State,
                        coalesced: @escaping @Sendable () -> Void = {}) -> AsyncStream<State> {
         let mailbox = Mailbox(merge: merge, coalesced: coalesced)
         inner.withLock { i in
@@ -161,7 +161,7 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
 
     /// Waits until the state satisfies `condition` (now or after a change),
     /// at most `timeout`; true if it did.
-    public func wait(atMost timeout: Duration, until condition: @escaping @Sendable (State) -> Bool) async -> Bool {
+    package func wait(atMost timeout: Duration, until condition: @escaping @Sendable (State) -> Bool) async -> Bool {
         if condition(state) { return true }
         return await firstElement(of: states(), within: timeout, where: condition) != nil
     }
@@ -176,7 +176,7 @@ public final class StateStore<State: Sendable & Equatable>: Sendable {
 
 /// The first element of `stream` that satisfies `condition`, or nil when the
 /// stream ends or `timeout` passes first.
-public func firstElement<Element: Sendable>(of stream: AsyncStream<Element>, within timeout: Duration,
+package func firstElement<Element: Sendable>(of stream: AsyncStream<Element>, within timeout: Duration,
                                             where condition: @escaping @Sendable (Element) -> Bool) async -> Element? {
     await withTaskGroup(of: Element?.self) { group in
         group.addTask {

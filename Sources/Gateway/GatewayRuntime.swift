@@ -148,7 +148,7 @@ public final class GatewayRuntime: Sendable {
     public func busDisconnected() async { await client.mirror.connection.disconnected() }
 
     /// Changes bluetoothd reported and the mirror applied (benchmarks wait on it).
-    public var bluezChangesApplied: UInt64 { client.mirror.appliedChanges }
+    package var bluezChangesApplied: UInt64 { client.mirror.appliedChanges }
 
     /// Brings the polled figures (queue, publisher, repository counters) up to date before a scrape.
     public func refreshMetrics() {

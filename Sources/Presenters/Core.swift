@@ -87,12 +87,12 @@ public protocol Presenter: AnyObject, Sendable {
 
 /// Runs a presenter's actions one at a time, in the order they were sent,
 /// on one task; logs each at debug level.
-public final class ActionQueue<Action: Sendable>: Sendable {
+package final class ActionQueue<Action: Sendable>: Sendable {
     private let continuation: AsyncStream<Action>.Continuation
     private let task: Task<Void, Never>
     private let logger: Logger
 
-    public init(label: String, handle: @escaping @Sendable (Action) async -> Void) {
+    package init(label: String, handle: @escaping @Sendable (Action) async -> Void) {
         let (stream, continuation) = AsyncStream<Action>.makeStream()
         self.continuation = continuation
         self.logger = Logger(label: label)
@@ -101,7 +101,7 @@ public final class ActionQueue<Action: Sendable>: Sendable {
         }
     }
 
-    public func send(_ action: Action) {
+    package func send(_ action: Action) {
         logger.debug("action", metadata: ["action": "\(action)"])
         continuation.yield(action)
     }
@@ -114,7 +114,7 @@ public final class ActionQueue<Action: Sendable>: Sendable {
 
 /// The machinery every presenter shares: its action queue and the tasks
 /// that feed repository streams into it (cancelled with the presenter).
-public final class PresenterRuntime<Action: Sendable>: Sendable {
+package final class PresenterRuntime<Action: Sendable>: Sendable {
     private let queue = Lock<ActionQueue<Action>?>(nil)
     /// Running tasks only: each one removes itself when it ends, so a
     /// presenter that runs many commands over its life holds none of them
@@ -122,19 +122,19 @@ public final class PresenterRuntime<Action: Sendable>: Sendable {
     private let tasks = Lock<(next: UInt64, running: [UInt64: Task<Void, Never>])>((0, [:]))
     private let label: String
 
-    public init(label: String) { self.label = label }
+    package init(label: String) { self.label = label }
 
     /// Starts the action queue; `handle` usually captures the presenter weakly.
-    public func start(_ handle: @escaping @Sendable (Action) async -> Void) {
+    package func start(_ handle: @escaping @Sendable (Action) async -> Void) {
         let q = ActionQueue<Action>(label: label, handle: handle)
         queue.withLock { $0 = q }
     }
 
-    public func send(_ action: Action) { queue.withLock { $0 }?.send(action) }
+    package func send(_ action: Action) { queue.withLock { $0 }?.send(action) }
 
     /// Turns every element of `stream` into an action (elements `map` drops
     /// with nil are skipped).
-    public func follow<Element: Sendable>(_ stream: AsyncStream<Element>, _ map: @escaping @Sendable (Element) -> Action?) {
+    package func follow<Element: Sendable>(_ stream: AsyncStream<Element>, _ map: @escaping @Sendable (Element) -> Action?) {
         guard let q = queue.withLock({ $0 }) else { return }
         run {
             for await element in stream {
@@ -145,7 +145,7 @@ public final class PresenterRuntime<Action: Sendable>: Sendable {
 
     /// Runs `body` beside the action queue, cancelled with the presenter if
     /// it is still running then (and forgotten when it ends).
-    public func run(_ body: @escaping @Sendable () async -> Void) {
+    package func run(_ body: @escaping @Sendable () async -> Void) {
         tasks.withLock { t in
             let id = t.next
             t.next &+= 1
@@ -158,7 +158,7 @@ public final class PresenterRuntime<Action: Sendable>: Sendable {
     }
 
     /// Tasks still running (tests: finished ones are not kept).
-    public var runningTasks: Int { tasks.withLock { $0.running.count } }
+    package var runningTasks: Int { tasks.withLock { $0.running.count } }
 
     deinit { tasks.withLock { for t in $0.running.values { t.cancel() } } }
 }
