@@ -180,9 +180,12 @@ public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible 
         self.address = BluetoothAddress(value: value)
     }
 
-    // The path determines the adapter and the address.
-    public static func == (a: DeviceID, b: DeviceID) -> Bool { a.path == b.path }
-    public func hash(into hasher: inout Hasher) { hasher.combine(path) }
+    // The path determines the adapter and the address: equal paths have
+    // equal addresses, so the address (one integer, where the path is a
+    // 37-byte string) is what is hashed, and compared first. A device ID is
+    // the key of every per-device table.
+    public static func == (a: DeviceID, b: DeviceID) -> Bool { a.address == b.address && a.path == b.path }
+    public func hash(into hasher: inout Hasher) { hasher.combine(address.value) }
 
     public var description: String { address.description }
     public static func < (a: DeviceID, b: DeviceID) -> Bool { a.path < b.path }
