@@ -8,15 +8,21 @@ import Testing
 /// devices that are in the list: devices with random addresses come and go
 /// for as long as the gateway runs, and that table must not grow with them.
 @Suite(.timeLimit(.minutes(1))) struct ReadingRecorderTests {
-    @Test func devicesThatLeaveTheListAreForgotten() async throws {
+    /// A recorder over a fake repository and a real store in a new directory
+    /// (every value stored: no minimum interval); the caller removes `dir`.
+    static func recorderOverAFreshStore() throws -> (dir: URL, store: ReadingStore, repository: FakeDeviceRepository, recorder: ReadingRecorder) {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-recorder-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
         var policy = RetentionPolicy()
         policy.minimumInterval = 0
         let store = try ReadingStore(path: dir.appendingPathComponent("r.sqlite").path, policy: policy)
         let repository = FakeDeviceRepository()
-        let recorder = ReadingRecorder(repository: repository, store: store)
+        return (dir, store, repository, ReadingRecorder(repository: repository, store: store))
+    }
+
+    @Test func devicesThatLeaveTheListAreForgotten() async throws {
+        let (dir, store, repository, recorder) = try Self.recorderOverAFreshStore()
+        defer { try? FileManager.default.removeItem(at: dir) }
         let hci0 = AdapterID(path: "/org/bluez/hci0")
         func device(_ n: UInt8, _ t: Double) throws -> DeviceRecord {
             DeviceRecord(id: DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])), name: "Tag \(n)",
@@ -43,14 +49,8 @@ import Testing
     /// 10 000 devices) is stored whole, in several transactions, and every
     /// device in it is remembered as stored: none is cut off at a batch edge.
     @Test func aListLargerThanOneBatchIsStoredWhole() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-recorder-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let (dir, store, repository, recorder) = try Self.recorderOverAFreshStore()
         defer { try? FileManager.default.removeItem(at: dir) }
-        var policy = RetentionPolicy()
-        policy.minimumInterval = 0
-        let store = try ReadingStore(path: dir.appendingPathComponent("r.sqlite").path, policy: policy)
-        let repository = FakeDeviceRepository()
-        let recorder = ReadingRecorder(repository: repository, store: store)
         let hci0 = AdapterID(path: "/org/bluez/hci0")
         let count = 2 * ReadingRecorder.batchLimit + 7
         let devices = try (0..<count).map { n in
