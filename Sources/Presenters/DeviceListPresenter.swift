@@ -373,22 +373,20 @@ public final class DeviceListPresenter: Presenter {
         let address = record.id.address
         switch sort {
         case .rssi:
-            let rssi = record.rssi ?? Int16.min
             while low < high {
                 let mid = (low + high) / 2
-                if ((sorted[mid].rssi ?? Int16.min), address) > (rssi, sorted[mid].id.address) { low = mid + 1 } else { high = mid }
+                if Self.strongerFirst(sorted[mid].rssi, sorted[mid].id.address, record.rssi, address) { low = mid + 1 } else { high = mid }
             }
         case .name:
-            let name = (record.name ?? "~").lowercased()
+            let name = Self.nameKey(record.name)
             while low < high {
                 let mid = (low + high) / 2
-                if ((sorted[mid].name ?? "~").lowercased(), sorted[mid].id.address) < (name, address) { low = mid + 1 } else { high = mid }
+                if Self.alphabetical(Self.nameKey(sorted[mid].name), sorted[mid].id.address, name, address) { low = mid + 1 } else { high = mid }
             }
         case .lastSeen:
-            let seen = record.lastSeen ?? .distantPast
             while low < high {
                 let mid = (low + high) / 2
-                if ((sorted[mid].lastSeen ?? .distantPast), address) > (seen, sorted[mid].id.address) { low = mid + 1 } else { high = mid }
+                if Self.recentFirst(sorted[mid].lastSeen, sorted[mid].id.address, record.lastSeen, address) { low = mid + 1 } else { high = mid }
             }
         }
         return low
@@ -398,11 +396,25 @@ public final class DeviceListPresenter: Presenter {
     /// address breaking ties (so every device has one place).
     static func comesBefore(_ a: DeviceRecord, _ b: DeviceRecord, sort: Sort) -> Bool {
         switch sort {
-        case .rssi: return (a.rssi ?? Int16.min, b.id.address) > (b.rssi ?? Int16.min, a.id.address)
-        case .name: return ((a.name ?? "~").lowercased(), a.id.address) < ((b.name ?? "~").lowercased(), b.id.address)
-        case .lastSeen: return (a.lastSeen ?? .distantPast, b.id.address) > (b.lastSeen ?? .distantPast, a.id.address)
+        case .rssi: return strongerFirst(a.rssi, a.id.address, b.rssi, b.id.address)
+        case .name: return alphabetical(nameKey(a.name), a.id.address, nameKey(b.name), b.id.address)
+        case .lastSeen: return recentFirst(a.lastSeen, a.id.address, b.lastSeen, b.id.address)
         }
     }
+
+    // Each order once, on the fields it reads: whether a device (first two
+    // arguments) comes before another (last two).
+    @inline(__always) private static func strongerFirst(_ a: Int16?, _ aAddress: BluetoothAddress, _ b: Int16?, _ bAddress: BluetoothAddress) -> Bool {
+        (a ?? Int16.min, bAddress) > (b ?? Int16.min, aAddress)
+    }
+    @inline(__always) private static func alphabetical(_ a: String, _ aAddress: BluetoothAddress, _ b: String, _ bAddress: BluetoothAddress) -> Bool {
+        (a, aAddress) < (b, bAddress)
+    }
+    @inline(__always) private static func recentFirst(_ a: Date?, _ aAddress: BluetoothAddress, _ b: Date?, _ bAddress: BluetoothAddress) -> Bool {
+        (a ?? .distantPast, bAddress) > (b ?? .distantPast, aAddress)
+    }
+    /// Unnamed devices sort after named ones.
+    @inline(__always) private static func nameKey(_ name: String?) -> String { (name ?? "~").lowercased() }
 
     /// Sleeps until `deadline` and sends `.clockTicked`. Only an earlier
     /// deadline replaces a pending timer (devices that keep advertising move
