@@ -113,15 +113,23 @@ func bluetoothctl(_ arguments: [String], bus: PrivateBus, script: [String] = [],
     // cooperative pool that the in-process simulator needs.
     let received = Lock(Data())
     let reader = Task {
-        await withCheckedContinuation { (c: CheckedContinuation<Data, Never>) in
+        await withCheckedContinuation { (c: CheckedContinuation<(Data, Int32), Never>) in
             Thread {
                 while true {
                     let chunk = out.fileHandleForReading.availableData
                     if chunk.isEmpty { break }
                     received.withLock { $0.append(chunk) }
                 }
-                process.waitUntilExit()
-                c.resume(returning: received.withLock { $0 })
+                // Reaped here by pid: Foundation's `waitUntilExit` polls a
+                // run loop until its own monitor has seen the exit, and that
+                // monitor was seen never to (children left as zombies, the
+                // waiting thread spinning at 100 % CPU for the rest of the run).
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                // The exit status as Process.terminationStatus gives it:
+                // the exit code, or the signal that ended it.
+                let code = status & 0x7f == 0 ? (status >> 8) & 0xff : status & 0x7f
+                c.resume(returning: (received.withLock { $0 }, code))
             }.start()
         }
     }
@@ -143,11 +151,11 @@ func bluetoothctl(_ arguments: [String], bus: PrivateBus, script: [String] = [],
         }
     }
     if !script.isEmpty { try? input.fileHandleForWriting.close() }
-    let data = await reader.value
+    let (data, status) = await reader.value
     killer.cancel()
     var text = String(decoding: data, as: UTF8.self)
     // Strip ANSI escapes (colours, line clearing).
     text = text.replacingOccurrences(of: "\u{1B}\\[[0-9;]*[A-Za-z]", with: "", options: .regularExpression)
     text = text.replacingOccurrences(of: "\u{1}|\u{2}", with: "", options: .regularExpression)
-    return (process.terminationStatus, text)
+    return (status, text)
 }

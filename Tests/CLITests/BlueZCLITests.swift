@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import Locking
 import TestSupport
 import Testing
 
@@ -42,12 +43,28 @@ final class SimulatorProcess: @unchecked Sendable {
         try DoctorCLI.runBlocking(arguments + ["--bus", address], timeout: timeout)
     }
 
+    /// SIGCONT (a test may have stopped it), SIGTERM, and the exit reaped by
+    /// pid, SIGKILL after 5 s. Not `Process.waitUntilExit`: called from a
+    /// test's task, it spun the run loop at 100 % CPU on a pool thread until
+    /// Foundation's own monitor saw the exit, which it was seen never to do
+    /// (the child left a zombie; the whole suite stalled behind it).
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
+        let first = reaped.withLock { r -> Bool in defer { r = true }; return !r }
+        guard first else { return }
+        let pid = process.processIdentifier
+        kill(pid, SIGCONT)
+        kill(pid, SIGTERM)
+        var status: Int32 = 0
+        let deadline = Date().addingTimeInterval(5)
+        while Date() < deadline {
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid || (r < 0 && errno == ECHILD) { return }
+            usleep(10_000)
         }
+        kill(pid, SIGKILL)
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     }
+    private let reaped = Lock(false)
 
     deinit { stop() }
 }
@@ -250,7 +267,7 @@ func jsonLines(_ text: String) -> [[String: Any]] {
         daemon.standardError = FileHandle.nullDevice
         try daemon.run()
         // SIGKILL: a child of the test process may inherit a blocked SIGTERM.
-        defer { kill(daemon.processIdentifier, SIGKILL); daemon.waitUntilExit() }
+        defer { kill(daemon.processIdentifier, SIGKILL); _ = waitForExit(daemon.processIdentifier) }
         let address = "unix:path=\(dir.path)/bus"
         for _ in 0..<100 where !FileManager.default.fileExists(atPath: dir.path + "/bus") { try await Task.sleep(for: .milliseconds(50)) }
         let sim = try await SimulatorProcess.start("test-basic.json", bus: address)
