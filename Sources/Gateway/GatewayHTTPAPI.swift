@@ -221,11 +221,8 @@ struct GatewayHTTPAPI: Sendable {
 
     /// A published message as an event: states as `state`, device availability as `availability`.
     static func event(for message: OutgoingMessage, topics: GatewayTopics) -> [UInt8]? {
-        let prefix = topics.gatewayRoot + "/"
-        guard message.topic.hasPrefix(prefix) else { return nil }
-        let rest = message.topic.dropFirst(prefix.count).split(separator: "/")
-        guard rest.count == 2, let address = GatewayRuntime.address(fromTopicID: String(rest[0])) else { return nil }
-        switch rest[1] {
+        guard let levels = topics.deviceLevels(of: message.topic), let address = GatewayTopics.address(fromID: levels.id) else { return nil }
+        switch levels.leaf {
         case "state":
             return ServerSentEvents.event(name: "state", data: message.text)
         case "status":
@@ -256,11 +253,10 @@ struct GatewayHTTPAPI: Sendable {
         ]
     }
 
-    /// `AA:BB:CC:DD:EE:FF`, any case, or `aabbccddeeff`.
+    /// `AA:BB:CC:DD:EE:FF` (or `-`, `_` between the pairs), any case, or
+    /// `aabbccddeeff`: what `BluetoothAddress` reads everywhere.
     static func address(_ text: String?) -> BluetoothAddress? {
-        guard let text else { return nil }
-        if let a = try? BluetoothAddress(text.uppercased()) { return a }
-        return GatewayRuntime.address(fromTopicID: text)
+        text.flatMap { try? BluetoothAddress($0) }
     }
 
     static func badAddress(_ request: HTTPRequest) -> HTTPResponse {

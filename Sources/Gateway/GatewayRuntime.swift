@@ -673,16 +673,17 @@ public final class GatewayRuntime: Sendable {
     }
 
     private func handleMQTTCommand(_ message: MQTTMessage) async {
-        // <root>/<addr>/command
-        let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
-        guard levels.count >= 2, let address = Self.address(fromTopicID: String(levels[levels.count - 2])) else {
+        // <root>/<addr>/command (the subscription's filter)
+        let device = options.topics.deviceLevels(of: message.topic)
+        guard let device, let address = GatewayTopics.address(fromID: device.id) else {
             // Answered too (on the topic's own reply topic), so the sender is not left waiting.
-            let given = levels.count >= 2 ? String(levels[levels.count - 2]) : message.topic
+            let given = device.map { String($0.id) } ?? message.topic
             let text = "\"\(given)\" in \(message.topic) is not a device address (12 hex digits, e.g. e45f01aa1001)"
             logger.warning("MQTT command refused: \(text)")
             metrics.countCommand("invalid", ok: false)
             let id = (try? GatewayCommand.parse(message.payload))?.id
             let body = SortedJSON.bytes([("ok", .bool(false)), ("error", .string(text)), ("id", id.map { .string($0) } ?? .null)])
+            let levels = message.topic.split(separator: "/", omittingEmptySubsequences: false)
             enqueue([OutgoingMessage(topic: levels.dropLast().joined(separator: "/") + "/reply", payload: body, retain: false, qos: 1)])
             return
         }
@@ -714,12 +715,6 @@ public final class GatewayRuntime: Sendable {
     }
 
     /// `aabbccddeeff` → AA:BB:CC:DD:EE:FF.
-    static func address(fromTopicID id: String) -> BluetoothAddress? {
-        let hex = Array(id.uppercased())
-        guard hex.count == 12 else { return nil }
-        let text = stride(from: 0, to: 12, by: 2).map { String(hex[$0..<$0 + 2]) }.joined(separator: ":")
-        return try? BluetoothAddress(text)
-    }
 }
 
 /// The planner behind an actor: list states, GATT readings and timer ticks

@@ -87,6 +87,26 @@ public struct GatewayTopics: Sendable, Equatable {
     }
 }
 
+extension GatewayTopics {
+    /// The address a topic level names: 12 hex digits, any case
+    /// (`e45f01aa1001`, as ``addressID(_:)`` writes it); nil for anything else.
+    public static func address(fromID id: some StringProtocol) -> BluetoothAddress? {
+        guard id.utf8.count == 12 else { return nil }
+        return try? BluetoothAddress(String(id))
+    }
+
+    /// The device level and the leaf of `<base>/<gateway>/<addr>/<leaf>`
+    /// under this gateway's root, as written (the level is not checked to be
+    /// an address); nil for any other topic.
+    public func deviceLevels(of topic: String) -> (id: Substring, leaf: Substring)? {
+        let prefix = gatewayRoot + "/"
+        guard topic.hasPrefix(prefix) else { return nil }
+        let rest = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
+        guard rest.count == 2 else { return nil }
+        return (rest[0], rest[1])
+    }
+}
+
 /// Reduces user-supplied strings to characters safe in MQTT topic levels and
 /// Home Assistant ids.
 public enum TopicSafe {

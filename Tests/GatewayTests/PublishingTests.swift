@@ -61,6 +61,27 @@ private func object(_ message: OutgoingMessage) throws -> [String: Any] {
         #expect(topics.offlineMessage.text == "offline")
     }
 
+    /// Reading a topic back is the inverse of writing one: the command
+    /// handler and the HTTP API's event stream both go through it.
+    @Test func deviceTopicsReadBack() throws {
+        let a = try address()
+        for (topic, leaf) in [(topics.state(a), "state"), (topics.availability(a), "status"), (topics.command(a), "command"), (topics.reply(a), "reply")] {
+            let levels = try #require(topics.deviceLevels(of: topic))
+            #expect(levels.leaf == leaf && GatewayTopics.address(fromID: levels.id) == a)
+        }
+        #expect(GatewayTopics.address(fromID: "AABBCCDDEEFF") == a)
+        for notDevice in ["blecompanion/pi-kitchen/status", "blecompanion/other/aabbccddeeff/state",
+                          "blecompanion/pi-kitchen/aabbccddeeff/state/x", "homeassistant/sensor/x/y/config", ""] {
+            #expect(topics.deviceLevels(of: notDevice) == nil, "\(notDevice)")
+        }
+        // The level is given back as written; only 12 hex digits are an address.
+        let odd = try #require(topics.deviceLevels(of: "blecompanion/pi-kitchen/kitchen-lamp/command"))
+        #expect(odd.id == "kitchen-lamp" && GatewayTopics.address(fromID: odd.id) == nil)
+        for bad in ["aa:bb:cc:dd:ee:ff", "aabbccddeef", "aabbccddeeffa", "aabbccddeefg", ""] {
+            #expect(GatewayTopics.address(fromID: bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func userStringsCannotAddLevelsOrWildcards() throws {
         let t = GatewayTopics(gatewayID: "my host/#+", base: "home/ble+", discoveryPrefix: "")
         #expect(t.gatewayID == "my_host")
