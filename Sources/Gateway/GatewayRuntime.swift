@@ -713,8 +713,6 @@ public final class GatewayRuntime: Sendable {
         }
         return reply
     }
-
-    /// `aabbccddeeff` → AA:BB:CC:DD:EE:FF.
 }
 
 /// The planner behind an actor: list states, GATT readings and timer ticks
