@@ -8,6 +8,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "blecompanion", targets: ["blecompanion"]),
+        .library(name: "Vocabulary", targets: ["Vocabulary"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "BLEParsing", targets: ["BLEParsing"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
@@ -58,6 +59,10 @@ let package = Package(
         // Numbers from outside (options, configuration, HTTP queries) checked before they become
         // intervals, durations or dates: one place, documented bounds, no trap. Foundation-free.
         .target(name: "Bounds"),
+        // The Bluetooth words every layer shares: address, UUID, hex. One reader and one writer
+        // of each, so the CLI, configuration, scenarios, MQTT and HTTP accept the same spellings.
+        // No dependencies, no Foundation.
+        .target(name: "Vocabulary"),
         // The lock every target uses (a value behind a pthread mutex, which ThreadSanitizer sees;
         // Synchronization's Mutex it does not, on Linux). No dependencies.
         .target(name: "Locking"),
@@ -70,43 +75,43 @@ let package = Package(
         // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.
         .target(name: "ServiceSupport", dependencies: ["Locking", .product(name: "Logging", package: "swift-log")]),
         // The gateway's configuration file (YAML): model, parsing, validation with key + line.
-        .target(name: "GatewayConfig", dependencies: ["Bounds", .product(name: "Yams", package: "Yams")]),
+        .target(name: "GatewayConfig", dependencies: ["Bounds", "Vocabulary", .product(name: "Yams", package: "Yams")]),
         .target(
             name: "BLEParsing",
-            dependencies: ["CLibCrypto"],
+            dependencies: ["Vocabulary", "CLibCrypto"],
             linkerSettings: [.linkedLibrary("m")]
         ),
 
         // Capture import: a btsnoop timeline (BLEParsing) as simulator scenario JSON. Writes the
         // scenario format as text and does not import the simulator; its tests load the output through it.
-        .target(name: "CaptureImport", dependencies: ["BLEParsing"]),
+        .target(name: "CaptureImport", dependencies: ["Vocabulary", "BLEParsing"]),
 
         // MARK: Layer 1: BlueZ client, and the simulator that stands in for bluetoothd
         // The simulator deliberately does not import the client: tests of one
         // against the other must not share a mistake.
-        .target(name: "BlueZ", dependencies: ["DBus", "Locking"]),
-        .target(name: "BlueZSimulator", dependencies: ["DBus"]),
+        .target(name: "BlueZ", dependencies: ["Vocabulary", "DBus", "Locking"]),
+        .target(name: "BlueZSimulator", dependencies: ["Vocabulary", "DBus"]),
         // Capture and replay: records bluetoothd's tree and signals into a scenario
         // (the simulator's file format) and redacts it. Above both the client and the simulator,
         // which still do not import each other.
-        .target(name: "Capture", dependencies: ["BlueZ", "BlueZSimulator", "BLEParsing", "DBus", "Locking"]),
+        .target(name: "Capture", dependencies: ["Vocabulary", "BlueZ", "BlueZSimulator", "BLEParsing", "DBus", "Locking"]),
 
         // MARK: Layer 2: domain (repositories own the data) and presenters (State + Action + send)
         // Presenters may import the domain and parsing modules only — never a
         // terminal or gateway module: both front ends run on the same presenters.
         .target(name: "Domain", dependencies: [
-            "BlueZ", "BLEParsing", "Locking", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
+            "Vocabulary", "BlueZ", "BLEParsing", "Locking", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .target(name: "Presenters", dependencies: ["Domain", "BlueZ", "BLEParsing", "Bounds", "Locking", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Presenters", dependencies: ["Vocabulary", "Domain", "BlueZ", "BLEParsing", "Bounds", "Locking", .product(name: "Logging", package: "swift-log")]),
 
         // MARK: Layer 3: front ends (Screen owns a presenter; Content is pure State -> output)
         // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
         .target(name: "TerminalUI", dependencies: ["Locking"]),
-        .target(name: "Dashboard", dependencies: ["TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
+        .target(name: "Dashboard", dependencies: ["Vocabulary", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
         // Headless gateway: the same repositories and presenters as the dashboard, with MQTT and
         // HTTP as its front ends. No terminal module.
         .target(name: "Gateway", dependencies: [
-            "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig", "Bounds", "Locking",
+            "Vocabulary", "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig", "Bounds", "Locking",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -115,53 +120,54 @@ let package = Package(
         .executableTarget(
             name: "blecompanion",
             dependencies: [
-                "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
+                "Vocabulary", "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
                 "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport", "Bounds", "Locking", "CPosix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "bench", dependencies: [
-            "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI", "Gateway", "MQTT", "Locking",
+            "Vocabulary", "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI", "Gateway", "MQTT", "Locking",
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "parsing-fuzz", dependencies: ["BLEParsing"], path: "Sources/ParsingFuzz"),
+        .executableTarget(name: "parsing-fuzz", dependencies: ["Vocabulary", "BLEParsing"], path: "Sources/ParsingFuzz"),
         // Fuzz harnesses for every other reader of outside bytes (scripts/fuzz-all).
         .executableTarget(name: "fuzz", dependencies: [
-            "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "CaptureImport", "Gateway", "GatewayConfig",
+            "Vocabulary", "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "CaptureImport", "Gateway", "GatewayConfig",
         ], path: "Sources/Fuzz"),
         // Test support: writes readings until killed (crash-consistency test).
-        .executableTarget(name: "readings-writer", dependencies: ["Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),
+        .executableTarget(name: "readings-writer", dependencies: ["Vocabulary", "Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),
 
         // MARK: Tests
+        .testTarget(name: "VocabularyTests", dependencies: ["Vocabulary"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
-        .testTarget(name: "BLEParsingTests", dependencies: ["BLEParsing"]),
-        .testTarget(name: "CaptureImportTests", dependencies: ["CaptureImport", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport"]),
+        .testTarget(name: "BLEParsingTests", dependencies: ["Vocabulary", "BLEParsing"]),
+        .testTarget(name: "CaptureImportTests", dependencies: ["Vocabulary", "CaptureImport", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
         // replayReadings runs a fixture through the simulator, client, repository and presenter.
-        .target(name: "TestSupport", dependencies: ["BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CPosix", "Locking"],
+        .target(name: "TestSupport", dependencies: ["Vocabulary", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CPosix", "Locking"],
                 path: "Tests/TestSupport"),
         .testTarget(name: "MQTTTests", dependencies: [
-            "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion", "Locking",
+            "Vocabulary", "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "GatewayTests", dependencies: ["Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", "Locking", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "BlueZTests", dependencies: ["BlueZ", "BlueZSimulator", "DBus", "TestSupport", "Locking"]),
-        .testTarget(name: "BlueZSimulatorTests", dependencies: ["BlueZSimulator", "DBus", "Locking"]),
+        .testTarget(name: "BlueZTests", dependencies: ["Vocabulary", "BlueZ", "BlueZSimulator", "DBus", "TestSupport", "Locking"]),
+        .testTarget(name: "BlueZSimulatorTests", dependencies: ["Vocabulary", "BlueZSimulator", "DBus", "Locking"]),
         .testTarget(name: "PresenterTests", dependencies: [
-            "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer", "TestSupport", "Locking",
+            "Vocabulary", "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer", "TestSupport", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "CLITests", dependencies: ["blecompanion", "DBus", "TestSupport", "Locking", "BlueZSimulator"]),
+        .testTarget(name: "CLITests", dependencies: ["Vocabulary", "blecompanion", "DBus", "TestSupport", "Locking", "BlueZSimulator"]),
         .testTarget(name: "CaptureTests", dependencies: [
-            "Capture", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport", "Locking",
+            "Vocabulary", "Capture", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport", "Locking",
         ]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
-        .testTarget(name: "DashboardTests", dependencies: ["Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus", "Locking"], exclude: ["Snapshots"]),
+        .testTarget(name: "DashboardTests", dependencies: ["Vocabulary", "Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus", "Locking"], exclude: ["Snapshots"]),
     ]
 )

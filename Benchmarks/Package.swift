@@ -25,6 +25,7 @@ let package = Package(
             name: "Allocations",
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
+                .product(name: "Vocabulary", package: companion),
                 .product(name: "DBus", package: companion),
                 .product(name: "BlueZ", package: companion),
                 .product(name: "BLEParsing", package: companion),

@@ -8,6 +8,7 @@ import Foundation
 import Gateway
 import Presenters
 import TerminalUI
+import Vocabulary
 
 /// Heap allocations per advertisement in each incremental step of the
 /// pipeline (issue 16), at 100 and at 10 000 devices: the step must cost the
@@ -58,7 +59,7 @@ enum Fleet {
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
 
     static func address(_ i: Int) throws -> BluetoothAddress {
-        try BluetoothAddress(bytes: [0xC0, 0xFE, UInt8((i >> 16) & 0xFF), UInt8((i >> 8) & 0xFF), UInt8(i & 0xFF), 0x01])
+        BluetoothAddress(value: 0xC0FE_0000_0001 | UInt64(i & 0xFF_FFFF) << 8)  // C0:FE:xx:xx:xx:01
     }
 
     static func id(_ i: Int) throws -> DeviceID { DeviceID(adapter: adapter, address: try address(i)) }

@@ -1,5 +1,6 @@
 import DBus
 import Locking
+import Vocabulary
 
 /// The discovery filter of Adapter1.SetDiscoveryFilter.
 public struct DiscoveryFilter: Sendable, Equatable {

@@ -1,4 +1,5 @@
 import DBus
+import Vocabulary
 
 /// Reads typed properties out of an `a{sv}` dictionary, noting every
 /// documented property that arrived with the wrong type instead of

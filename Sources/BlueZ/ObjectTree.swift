@@ -1,4 +1,5 @@
 import DBus
+import Vocabulary
 
 /// A change to bluetoothd's object tree, as the mirror applied it.
 public enum BlueZEvent: Sendable, Equatable {
@@ -76,12 +77,9 @@ public struct BlueZSnapshot: Sendable, Equatable {
     }
 
     /// `180d`, `0x180D` or the full form → the full lower-case 128-bit UUID.
+    /// Text that is not a UUID comes back lower-cased (it then matches nothing).
     public static func normalizeUUID(_ text: String) -> String {
-        var t = text.lowercased()
-        if t.hasPrefix("0x") { t.removeFirst(2) }
-        if t.count == 4 { return "0000\(t)-0000-1000-8000-00805f9b34fb" }
-        if t.count == 8 { return "\(t)-0000-1000-8000-00805f9b34fb" }
-        return t
+        BluetoothUUID.canonical(text) ?? text.lowercased()
     }
 
     // MARK: Applying changes

@@ -1,4 +1,5 @@
 import DBus
+import Vocabulary
 
 // org.bluez.AdvertisementMonitorManager1 on each adapter: passive scanning.
 //
@@ -205,7 +206,7 @@ extension BlueZSimulator {
             }
             // Assigned AD types run from Flags (0x01) to 3D Information Data (0x3D), plus Manufacturer Specific Data (0xFF).
             guard (0x01...0x3D).contains(adType) || adType == 0xFF else {
-                throw MonitorRefusal(reason: "pattern \(i) has AD type 0x\(hex2(adType)), which is not an assigned AD type")
+                throw MonitorRefusal(reason: "pattern \(i) has AD type 0x\(Hex.string([adType])), which is not an assigned AD type")
             }
             patterns.append(MonitorPattern(start: Int(start), adType: adType, content: content))
         }
@@ -409,28 +410,9 @@ extension BlueZSimulator {
 
 func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
 
-func hex2(_ v: UInt8) -> String {
-    let s = String(v, radix: 16)
-    return s.count == 1 ? "0" + s : s
-}
 
-/// A normalised UUID ("0000fcd2-0000-1000-8000-00805f9b34fb") in its
-/// shortest over-the-air form, little-endian: 2 bytes for a 16-bit UUID of
-/// the Bluetooth base, 4 for a 32-bit one, else all 16 reversed.
+/// A UUID in its shortest over-the-air form, little-endian: 2 bytes for a
+/// 16-bit UUID of the Bluetooth base, 4 for a 32-bit one, else all 16.
 func uuidLittleEndian(_ uuid: String) -> [UInt8]? {
-    let baseSuffix = "-0000-1000-8000-00805f9b34fb"
-    if uuid.hasSuffix(baseSuffix), let value = UInt32(uuid.prefix(8), radix: 16) {
-        if value <= 0xFFFF { return le16(UInt16(value)) }
-        return [UInt8(value & 0xFF), UInt8((value >> 8) & 0xFF), UInt8((value >> 16) & 0xFF), UInt8(value >> 24)]
-    }
-    let digits = Array(uuid.filter { $0 != "-" })
-    guard digits.count == 32 else { return nil }
-    var bytes: [UInt8] = []
-    var i = 0
-    while i < 32 {
-        guard let hi = digits[i].hexDigitValue, let lo = digits[i + 1].hexDigitValue else { return nil }
-        bytes.append(UInt8(hi * 16 + lo))
-        i += 2
-    }
-    return bytes.reversed()
+    (try? BluetoothUUID(parsing: uuid))?.littleEndianBytes
 }

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Vocabulary
 
 extension Scenario {
     /// The largest scenario file `load(path:)` reads (a bound on what a
@@ -62,8 +63,13 @@ let descriptorFlags = [
     "encrypt-authenticated-write", "secure-read", "secure-write", "authorize",
 ]
 
-/// Turns "180d", "0x180D", "0000180d" or a 128-bit UUID into BlueZ's
-/// lowercase 128-bit form. Nil when the text is not a UUID.
+/// A UUID in a D-Bus method argument (SetDiscoveryFilter, service data
+/// keys of a registered advertisement, …) as bluetoothd reads it: 4 or 8 hex
+/// digits (optionally after "0x") or the 36-character form, in BlueZ's
+/// lower-case 128-bit form; nil when bluetoothd would reject it. Narrower
+/// than `BluetoothUUID(parsing:)` on purpose (no 32 digits without dashes):
+/// the simulator must not accept what bluetoothd refuses. Scenario files are
+/// ours and read UUIDs through the shared vocabulary instead.
 func normalizeUUID(_ text: String) -> String? {
     var t = text.lowercased()
     if t.hasPrefix("0x") { t.removeFirst(2) }
@@ -75,27 +81,6 @@ func normalizeUUID(_ text: String) -> String? {
     let parts = t.split(separator: "-", omittingEmptySubsequences: false)
     guard parts.map(\.count) == [8, 4, 4, 4, 12], parts.allSatisfy({ $0.allSatisfy { hex.contains($0) } }) else { return nil }
     return t
-}
-
-/// Parses hex text ("0a1B", "0a 1b", "0a:1b", "0x0a1b"); nil when invalid.
-func parseHex(_ text: String) -> [UInt8]? {
-    var t = text
-    if t.hasPrefix("0x") || t.hasPrefix("0X") { t.removeFirst(2) }
-    let digits = t.filter { $0 != " " && $0 != ":" && $0 != "-" }
-    guard digits.count % 2 == 0 else { return nil }
-    var out: [UInt8] = []
-    out.reserveCapacity(digits.count / 2)
-    var it = digits.makeIterator()
-    while let hi = it.next(), let lo = it.next() {
-        guard let h = hi.hexDigitValue, let l = lo.hexDigitValue else { return nil }
-        out.append(UInt8(h * 16 + l))
-    }
-    return out
-}
-
-func isValidAddress(_ s: String) -> Bool {
-    let parts = s.split(separator: ":", omittingEmptySubsequences: false)
-    return parts.count == 6 && parts.allSatisfy { $0.count == 2 && $0.allSatisfy(\.isHexDigit) }
 }
 
 struct ScenarioDecoder {
@@ -157,20 +142,17 @@ struct ScenarioDecoder {
 
     func hex(_ node: JSONNode) throws(ScenarioError) -> [UInt8] {
         let s = try string(node)
-        guard let bytes = parseHex(s) else { throw fail(node, "invalid hex bytes \"\(s)\" (expected pairs of hex digits, e.g. \"0a1b\")") }
-        return bytes
+        do { return try Hex.bytes(s) } catch { throw fail(node, error.description) }
     }
 
     func uuid(_ node: JSONNode) throws(ScenarioError) -> String {
         let s = try string(node)
-        guard let u = normalizeUUID(s) else { throw fail(node, "invalid UUID \"\(s)\" (expected 16-bit like \"180d\" or 128-bit)") }
-        return u
+        do { return try BluetoothUUID(parsing: s).string } catch { throw fail(node, error.description) }
     }
 
     func address(_ node: JSONNode) throws(ScenarioError) -> String {
         let s = try string(node)
-        guard isValidAddress(s) else { throw fail(node, "invalid Bluetooth address \"\(s)\" (expected AA:BB:CC:DD:EE:FF)") }
-        return s.uppercased()
+        do { return try BluetoothAddress(s).description } catch { throw fail(node, error.description) }
     }
 
     func oneOf(_ node: JSONNode, _ choices: [String], what: String) throws(ScenarioError) -> String {
@@ -465,7 +447,8 @@ struct ScenarioDecoder {
         guard case let .object(members) = node.value else { throw fail(node, "expected an object of UUID → hex bytes, found \(node.typeName)") }
         var out: [String: [UInt8]] = [:]
         for (k, v) in members {
-            guard let u = normalizeUUID(k) else { throw fail(v, "invalid service data UUID \"\(k)\"") }
+            let u: String
+            do { u = try BluetoothUUID(parsing: k).string } catch { throw fail(v, "service data key: \(error.description)") }
             out[u] = try hex(v)
         }
         return out

@@ -1,6 +1,7 @@
 import BLEParsing
 import BlueZ
 import BlueZSimulator
+import Vocabulary
 
 /// Makes a recording shareable: every Bluetooth address and every name is
 /// replaced, consistently, and the MACs that advertisement formats carry in
@@ -65,7 +66,7 @@ public struct Redaction: Sendable {
         let n = nextAddress
         nextAddress += 1
         let fake = [top, 0, 0, UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)]
-        let text = fake.map { String(format02: Int($0)) }.joined(separator: ":")
+        let text = BluetoothAddress(value: fake.reduce(0) { $0 << 8 | UInt64($1) }).description
         addresses[key] = text
         return text
     }
@@ -203,7 +204,7 @@ public struct Redaction: Sendable {
         guard offset >= 0, offset + 6 <= data.count else { return data }
         var mac = Array(data[offset..<offset + 6])
         if littleEndian { mac.reverse() }
-        let real = mac.map { String(format02: Int($0)) }.joined(separator: ":")
+        let real = BluetoothAddress(value: mac.reduce(0) { $0 << 8 | UInt64($1) }).description
         let fake = address(real, random: false)
         guard var bytes = try? BluetoothAddress(fake).bytes else { return data }
         if littleEndian { bytes.reverse() }
@@ -215,6 +216,5 @@ public struct Redaction: Sendable {
 
 /// The 16-bit form of a Bluetooth-base UUID ("0000181a-0000-1000-8000-00805f9b34fb" → 0x181A).
 func uuid16(_ uuid: String) -> UInt16? {
-    guard let full = fullUUID(uuid), full.hasPrefix("0000"), full.hasSuffix("-0000-1000-8000-00805f9b34fb") else { return nil }
-    return UInt16(full.dropFirst(4).prefix(4), radix: 16)
+    (try? BluetoothUUID(parsing: uuid))?.uuid16
 }

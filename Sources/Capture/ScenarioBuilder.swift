@@ -1,6 +1,7 @@
 import BlueZ
 import BlueZSimulator
 import DBus
+import Vocabulary
 
 /// Which part of bluetoothd's tree a recording keeps.
 public struct RecordingFilter: Sendable, Equatable {
@@ -249,7 +250,7 @@ private struct BuildState {
         spec.modalias = a.modalias
         let roles = a.roles.filter { ["central", "peripheral", "central-peripheral"].contains($0) }
         if !roles.isEmpty { spec.roles = roles }
-        spec.uuids = a.uuids.compactMap(fullUUID)
+        spec.uuids = a.uuids.compactMap(BluetoothUUID.canonical)
         if let m = a.manufacturer { spec.manufacturer = m }
         if let v = a.version { spec.version = v }
         if !initial && t > 0 {
@@ -289,7 +290,7 @@ private struct BuildState {
         spec.txPower = d.txPower.map(clampPower)
         spec.manufacturerData = d.manufacturerData
         spec.serviceData = serviceData(d.serviceData)
-        if !d.connected { spec.uuids = d.uuids.compactMap(fullUUID) }
+        if !d.connected { spec.uuids = d.uuids.compactMap(BluetoothUUID.canonical) }
         var record = DeviceRecord(id: id, spec: spec)
         record.present = true
         record.kept = d.paired || d.trusted
@@ -391,7 +392,7 @@ private struct BuildState {
             if changed["ServiceData"] != nil { e.serviceData = serviceData(partial.serviceData); any = true }
             // With a connection, UUIDs list the GATT services: not advertised.
             if changed["UUIDs"] != nil, !d.connected, changed["ServicesResolved"] == nil, changed["Connected"] == nil {
-                e.uuids = partial.uuids.compactMap(fullUUID)
+                e.uuids = partial.uuids.compactMap(BluetoothUUID.canonical)
                 any = true
             }
             if any {
@@ -468,11 +469,11 @@ private struct BuildState {
         let services = d.services.sorted { ($0.value.handle ?? 0, $0.key) < ($1.value.handle ?? 0, $1.key) }
         var mtu: UInt16?
         for (path, s) in services {
-            guard let uuid = fullUUID(s.uuid) else { continue }
+            guard let uuid = BluetoothUUID.canonical(s.uuid) else { continue }
             var service = ServiceSpec(uuid: uuid, primary: s.primary)
             let chars = d.characteristics.values.filter { $0.service == path }.sorted { ($0.handle ?? 0, $0.path) < ($1.handle ?? 0, $1.path) }
             for c in chars {
-                guard let cu = fullUUID(c.uuid) else { continue }
+                guard let cu = BluetoothUUID.canonical(c.uuid) else { continue }
                 var flags = c.flags.filter { characteristicFlagNames.contains($0) }
                 if flags.isEmpty { flags = ["read"] }
                 var spec = CharacteristicSpec(uuid: cu, flags: flags, value: c.value ?? [])
@@ -483,7 +484,7 @@ private struct BuildState {
                     .sorted { ($0.value.handle ?? 0, $0.key) < ($1.value.handle ?? 0, $1.key) }
                 for (_, desc) in descs {
                     // bluetoothd keeps the CCCD to itself; the simulator adds its own.
-                    guard let du = fullUUID(desc.uuid), du != cccdUUID else { continue }
+                    guard let du = BluetoothUUID.canonical(desc.uuid), du != cccdUUID else { continue }
                     let dflags = desc.flags.filter { descriptorFlagNames.contains($0) }
                     spec.descriptors.append(DescriptorSpec(uuid: du, flags: dflags.isEmpty ? ["read"] : dflags, value: desc.value ?? []))
                 }
@@ -514,23 +515,10 @@ let descriptorFlagNames: Set<String> = [
     "encrypt-authenticated-write", "secure-read", "secure-write", "authorize",
 ]
 
-/// A UUID in BlueZ's lowercase 128-bit form, or nil when it is not one.
-func fullUUID(_ text: String) -> String? {
-    var t = text.lowercased()
-    if t.hasPrefix("0x") { t.removeFirst(2) }
-    let hex = Set("0123456789abcdef")
-    if (t.count == 4 || t.count == 8) && t.allSatisfy({ hex.contains($0) }) {
-        return String(repeating: "0", count: 8 - t.count) + t + "-0000-1000-8000-00805f9b34fb"
-    }
-    let parts = t.split(separator: "-", omittingEmptySubsequences: false)
-    guard parts.map(\.count) == [8, 4, 4, 4, 12], parts.allSatisfy({ $0.allSatisfy { hex.contains($0) } }) else { return nil }
-    return t
-}
-
 /// Service data with UUID keys the scenario format accepts.
 func serviceData(_ data: [String: [UInt8]]) -> [String: [UInt8]] {
     var out: [String: [UInt8]] = [:]
-    for (k, v) in data { if let u = fullUUID(k) { out[u] = v } }
+    for (k, v) in data { if let u = BluetoothUUID.canonical(k) { out[u] = v } }
     return out
 }
 
@@ -543,7 +531,7 @@ func validAddress(_ text: String?) -> String? {
 }
 
 func fallbackAddress(_ index: Int) -> String {
-    "00:00:00:00:00:" + String(format02: index + 1)
+    BluetoothAddress(value: UInt64(index + 1) & 0xFF).description
 }
 
 /// Seconds with millisecond precision, for notes: 1.5 → "1.5".
@@ -558,11 +546,6 @@ func millisText(_ t: Double) -> String {
 }
 
 extension String {
-    init(format02 value: Int) {
-        let s = String(value & 0xFF, radix: 16, uppercase: true)
-        self = s.count == 1 ? "0" + s : s
-    }
-
     /// "AA:BB" → "AA-BB" (BlueZ's alias for a device without a name).
     func replacingColons() -> String { String(map { $0 == ":" ? "-" : $0 }) }
 }

@@ -1,4 +1,5 @@
 import BLEParsing
+import Vocabulary
 
 /// Turns a ``CaptureTimeline`` (BLEParsing) into a simulator scenario
 /// (docs/SCENARIOS.md), so a recorded session can be replayed by
@@ -135,7 +136,7 @@ public enum ScenarioImporter {
         let options: Options
         var notes = Notes()
         var budget: SizeBudget
-        var folds: [DeviceAddress: AdvertisingFold] = [:]
+        var folds: [BluetoothAddress: AdvertisingFold] = [:]
         /// Timeline events kept as text (false: as trees, for the tests).
         var rendersEvents = true
 

@@ -1,6 +1,7 @@
 import BLEParsing
 import Domain
 import Foundation
+import Vocabulary
 
 /// Text for values, shared by every screen (pure).
 public enum Format {
@@ -115,13 +116,7 @@ public enum Format {
     }
 
     /// "180d" for SIG base UUIDs, else the full UUID.
-    public static func shortUUID(_ uuid: String) -> String {
-        let u = uuid.lowercased()
-        if u.hasSuffix("-0000-1000-8000-00805f9b34fb"), u.hasPrefix("0000"), u.count == 36 {
-            return String(u.dropFirst(4).prefix(4))
-        }
-        return u
-    }
+    public static func shortUUID(_ uuid: String) -> String { BluetoothUUID.short(uuid) }
 
     /// "14:03:07" in `timeZone`.
     public static func clock(_ date: Date, timeZone: TimeZone) -> String {

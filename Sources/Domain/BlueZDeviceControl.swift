@@ -2,6 +2,7 @@ import BLEParsing
 import BlueZ
 import Foundation
 import Locking
+import Vocabulary
 
 /// Device details and operations over a live BlueZ mirror. One task follows
 /// the mirror for every subscriber: it keeps a bounded RSSI history per

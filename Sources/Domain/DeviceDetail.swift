@@ -1,6 +1,7 @@
 import BLEParsing
 import BlueZ
 import Foundation
+import Vocabulary
 
 /// One device in full, as the detail screen shows it.
 public struct DeviceDetails: Sendable, Equatable, Identifiable {

@@ -2,6 +2,7 @@ import BLEParsing
 import BlueZ
 import Foundation
 import Synchronization
+import Vocabulary
 
 /// Stores the readings the device repository publishes: for each device
 /// whose readings changed (and that is watched, when a watch list is given),

@@ -3,6 +3,7 @@ import BlueZ
 import Foundation
 import GRDB
 import Locking
+import Vocabulary
 
 /// How long readings are kept at which resolution.
 ///

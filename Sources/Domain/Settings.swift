@@ -3,6 +3,7 @@ import Foundation
 import Locking
 #if canImport(Glibc)
 import Glibc
+import Vocabulary
 #endif
 
 /// What the user chose: devices to keep connected and record, bindkeys for

@@ -1,6 +1,7 @@
 import BlueZ
 import Foundation
 import Locking
+import Vocabulary
 
 /// The devices the user watches (kept connected and recorded) and how each
 /// one's connection is doing.

@@ -11,6 +11,7 @@ import CaptureImport
 @_spi(Fuzzing) import DBus
 import Gateway
 import GatewayConfig
+import Vocabulary
 
 enum Harness: String, CaseIterable {
     /// A D-Bus byte stream cut at random points into the receiver and the
@@ -127,8 +128,8 @@ private func fuzzText(_ input: [UInt8]) -> Int {
         precondition((try? BluetoothAddress(a.description)) == a, "address \(a) does not read back")
         total &+= a.description.utf8.count
     }
-    if let a = try? DeviceAddress(parsing: word) {
-        precondition((try? DeviceAddress(parsing: a.description)) == a, "device address \(a) does not read back")
+    if let a = try? BluetoothAddress(word) {
+        precondition((try? BluetoothAddress(a.description)) == a, "device address \(a) does not read back")
         total &+= 1
     }
     if let u = try? BluetoothUUID(parsing: word) {

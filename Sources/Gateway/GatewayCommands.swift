@@ -5,6 +5,7 @@ import Domain
 import Foundation
 import Presenters
 import Locking
+import Vocabulary
 
 /// A request to the gateway about one device, from MQTT (`…/<addr>/command`)
 /// or HTTP (`POST /api/devices/<address>/actions`). JSON:
@@ -80,10 +81,8 @@ public struct GatewayCommand: Sendable, Equatable {
             }
         }
         if let raw = dict["value"] {
-            guard let s = raw as? String, let bytes = Self.hexBytes(s) else {
-                throw GatewayCommandError(id: id, "\"value\" must be hex bytes like \"0a1b\"")
-            }
-            command.value = bytes
+            guard let s = raw as? String else { throw GatewayCommandError(id: id, "\"value\" must be hex bytes like \"0a1b\"") }
+            do { command.value = try Hex.bytes(s) } catch { throw GatewayCommandError(id: id, "\"value\": \(error.description)") }
         }
         if let raw = dict["without_response"] {
             guard let b = raw as? Bool, isJSONBool(raw) else { throw GatewayCommandError(id: id, "\"without_response\" must be true or false") }
@@ -100,29 +99,6 @@ public struct GatewayCommand: Sendable, Equatable {
         }
         if action == .write && command.value == nil { throw GatewayCommandError(id: id, "\"write\" needs \"value\" (hex)") }
         return command
-    }
-
-    static func hexBytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.filter { !$0.isWhitespace && $0 != ":" }.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(digits.count / 2)
-        var i = 0
-        while i < digits.count {
-            guard let hi = hexValue(digits[i]), let lo = hexValue(digits[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
-        return out
-    }
-
-    private static func hexValue(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: return c - 0x30
-        case 0x61...0x66: return c - 0x61 + 10
-        case 0x41...0x46: return c - 0x41 + 10
-        default: return nil
-        }
     }
 
     private static func reason(_ error: Error) -> String {

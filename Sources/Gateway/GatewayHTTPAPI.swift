@@ -5,6 +5,7 @@ import Domain
 import Foundation
 import HTTPServer
 import Presenters
+import Vocabulary
 
 /// The gateway's local HTTP API (JSON unless noted):
 ///

@@ -9,6 +9,7 @@ import Logging
 import MQTT
 import Presenters
 import Locking
+import Vocabulary
 
 /// Everything a gateway needs to know, resolved from the configuration file.
 public struct GatewayOptions: Sendable {

@@ -10,6 +10,7 @@ import Logging
 import MQTT
 import ServiceLifecycle
 import ServiceSupport
+import Vocabulary
 
 extension GatewayOptions {
     /// The options a validated configuration file describes. `stateDirectory`

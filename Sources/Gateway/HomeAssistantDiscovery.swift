@@ -1,6 +1,7 @@
 import BLEParsing
 import BlueZ
 import Domain
+import Vocabulary
 
 /// Home Assistant MQTT discovery for the devices a gateway publishes: one
 /// retained config per published reading (see ``ReadingKey/published(_:)``)

@@ -3,6 +3,7 @@ import BlueZ
 import Domain
 import Foundation
 import Presenters
+import Vocabulary
 
 /// Which devices a gateway publishes.
 public enum DeviceSelection: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import BlueZ
 import Foundation
+import Vocabulary
 
 /// One MQTT publication, independent of the MQTT module: the gateway maps it
 /// to `MQTTMessage` when it wires the client in.
@@ -53,7 +54,7 @@ public struct GatewayTopics: Sendable, Equatable {
 
     /// The device's address as used in topics and ids: `aabbccddeeff`.
     public static func addressID(_ address: BluetoothAddress) -> String {
-        address.description.lowercased().filter { $0 != ":" }
+        address.compact
     }
 
     public func deviceRoot(_ address: BluetoothAddress) -> String {

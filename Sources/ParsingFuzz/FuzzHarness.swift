@@ -1,4 +1,5 @@
 import BLEParsing
+import Vocabulary
 
 /// Routes one fuzz input to a BLEParsing entry point. The first byte selects
 /// the entry point (low 3 bits) and whether a device address and bindkey
@@ -12,7 +13,7 @@ import BLEParsing
 /// | 3 | `GATTDecoder.decode` (known characteristics; unknown ids map onto one) | uuid16 LE, value |
 /// | 4 | `GATTDecoder.decode` with a presentation format | 7-byte 0x2904 value, value |
 /// | 5 | `AdvertisementDecoder.decode` (detector) with SwitchBot-style service + manufacturer data | [mac+key]? split, bytes |
-/// | 6 | text parsers: `parseHex`, `BluetoothUUID(parsing:)`, `DeviceAddress(parsing:)` | UTF-8 text |
+/// | 6 | text parsers: `parseHex`, `BluetoothUUID(parsing:)`, `BluetoothAddress(parsing:)` | UTF-8 text |
 /// | 7 | strict `AdvertisingData.parse` and `PresentationFormat(bytes:)` | bytes |
 ///
 /// "mac+key" is 6 address bytes (display order) and a 16-byte bindkey.
@@ -26,10 +27,10 @@ enum FuzzHarness {
     static func run(_ input: [UInt8]) -> Int {
         guard let selector = input.first else { return 0 }
         var rest = input.dropFirst()
-        var mac: DeviceAddress? = nil
+        var mac: BluetoothAddress? = nil
         var key: [UInt8]? = nil
         if selector & 0x80 != 0, rest.count >= 22 {
-            mac = try? DeviceAddress(bytes: rest.prefix(6))
+            mac = try? BluetoothAddress(bytes: rest.prefix(6))
             key = Array(rest.dropFirst(6).prefix(16))
             rest = rest.dropFirst(22)
         }
@@ -96,7 +97,7 @@ enum FuzzHarness {
             var total = 0
             if let bytes = try? parseHex(text) { total &+= bytes.count }
             if let uuid = try? BluetoothUUID(parsing: text) { total &+= uuid.string.utf8.count &+ uuid.shortString.utf8.count }
-            if let address = try? DeviceAddress(parsing: text) { total &+= address.description.utf8.count }
+            if let address = try? BluetoothAddress(text) { total &+= address.description.utf8.count }
             return total
         default:
             var total = 0

@@ -3,6 +3,7 @@ import BlueZ
 import Domain
 import Foundation
 import Locking
+import Vocabulary
 
 /// The discovery filter as the user edits it: what they typed, kept even
 /// when it is wrong, with the problem that stops it from being applied.

@@ -3,6 +3,7 @@ import BlueZ
 import Domain
 import Foundation
 import Synchronization
+import Vocabulary
 
 /// One device: its properties, GATT tree with decoded values, per
 /// characteristic read/write/notify, connect/disconnect/pair/trust/forget,

@@ -4,6 +4,7 @@ import BlueZ
 import Domain
 import Foundation
 import Synchronization
+import Vocabulary
 
 /// The device list: what the scan finds, filtered and sorted the way the
 /// user asked, with the scan toggle. Driven by `send(_:)` only.

@@ -5,6 +5,7 @@ import BLEParsing
 import BlueZ
 import Domain
 import Foundation
+import Vocabulary
 
 let arguments = CommandLine.arguments.dropFirst()
 guard arguments.count == 1, let path = arguments.first else {

@@ -5,6 +5,7 @@ import Domain
 import Foundation
 import Presenters
 import TerminalUI
+import Vocabulary
 
 /// `bench dashboard [--devices N] [--width W] [--height H] [--rounds R] [--idle SECONDS]`:
 /// the dashboard's drawing cost for a long device list, measured against a
@@ -80,8 +81,9 @@ enum DashboardBench {
     }
 
     static func row(_ i: Int) throws -> DeviceListPresenter.Row {
-        let bytes: [UInt8] = [0xC0, 0xFE, UInt8((i >> 16) & 0xFF), UInt8((i >> 8) & 0xFF), UInt8(i & 0xFF), 0x01]
-        let id = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress(bytes: bytes))
+        // C0:FE:xx:xx:xx:01, the middle three bytes i.
+        let address = BluetoothAddress(value: 0xC0FE_0000_0001 | UInt64(i & 0xFF_FFFF) << 8)
+        let id = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: address)
         return DeviceListPresenter.Row(id: id, title: "Sensor \(i)", rssi: Int16(-40 - (i % 55)), format: i % 3 == 0 ? "bthome" : "ruuvi",
                                        readings: [Reading(.temperature, 20 + Double(i % 50) / 10, unit: "°C"),
                                                   Reading(.humidity, 40 + Double(i % 30), unit: "%"), Reading(.battery, 90, unit: "%")],

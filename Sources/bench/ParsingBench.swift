@@ -2,6 +2,7 @@ import BLEParsing
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import Vocabulary
 #endif
 
 /// `bench parsing`: per-format decode cost of BLEParsing in ns per payload.
@@ -40,7 +41,7 @@ enum ParsingBench {
         var format: String
         var name: String
         var input: Input
-        var mac: DeviceAddress?
+        var mac: BluetoothAddress?
         var bindkey: [UInt8]?
     }
 
@@ -315,7 +316,7 @@ enum ParsingBench {
                 let name = vector["name"] as? String ?? "?"
                 let data = try (input["data"] as? String).map { try parseHex($0) } ?? []
                 let macText = (input["mac"] ?? input["address"]) as? String
-                let mac = try macText.map { try DeviceAddress(parsing: $0) }
+                let mac = try macText.map { try BluetoothAddress($0) }
                 let key = try (input["bindkey"] as? String).map { try parseHex($0) }
                 var export: [String: Any] = ["name": name]
                 if let macText { export["mac"] = macText }

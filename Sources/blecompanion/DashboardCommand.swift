@@ -5,6 +5,7 @@ import DBus
 import Domain
 import Foundation
 import TerminalUI
+import Vocabulary
 
 /// `blecompanion dashboard`: the full-screen terminal dashboard.
 struct DashboardCommand: AsyncParsableCommand {

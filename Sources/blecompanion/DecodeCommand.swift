@@ -1,5 +1,6 @@
 import ArgumentParser
 import BLEParsing
+import Vocabulary
 
 struct DecodeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -50,7 +51,7 @@ struct DecodeAdvCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Device address (the nonce input of encrypted BTHome/MiBeacon/pvvx payloads).",
                                valueName: "address"),
             transform: DecodeArguments.mac)
-    var mac: DeviceAddress?
+    var mac: BluetoothAddress?
 
     @Option(help: ArgumentHelp("16-byte key for encrypted payloads, 32 hex digits.", valueName: "hex"),
             transform: DecodeArguments.bindkey)
@@ -94,7 +95,7 @@ struct DecodeServiceDataCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("Device address (the nonce input of encrypted payloads).", valueName: "address"),
             transform: DecodeArguments.mac)
-    var mac: DeviceAddress?
+    var mac: BluetoothAddress?
 
     @Option(help: ArgumentHelp("16-byte key for encrypted payloads, 32 hex digits.", valueName: "hex"),
             transform: DecodeArguments.bindkey)
@@ -130,7 +131,7 @@ struct DecodeManufacturerCommand: ParsableCommand {
     var name: String?
 
     @Option(help: ArgumentHelp("Device address.", valueName: "address"), transform: DecodeArguments.mac)
-    var mac: DeviceAddress?
+    var mac: BluetoothAddress?
 
     @OptionGroup var output: DecodeOutputOptions
 

@@ -6,6 +6,7 @@ import DBus
 import Dispatch
 import Foundation
 import TerminalUI
+import Vocabulary
 
 /// `blecompanion demo`: runs with no Bluetooth hardware. It reports what the
 /// doctor finds on this host, then starts a private dbus-daemon with the

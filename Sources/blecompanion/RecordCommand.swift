@@ -5,6 +5,7 @@ import BlueZSimulator
 import Capture
 import DBus
 import Foundation
+import Vocabulary
 
 /// `blecompanion record --out FILE`: captures what bluetoothd reports into a
 /// scenario file that `blecompanion simulate` replays unchanged.

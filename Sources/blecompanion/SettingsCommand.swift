@@ -4,6 +4,7 @@ import BLEParsing
 import BlueZ
 import Domain
 import Foundation
+import Vocabulary
 
 /// Where settings, bindkeys and the readings database live.
 struct StateOptions: ParsableArguments {

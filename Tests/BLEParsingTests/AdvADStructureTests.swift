@@ -1,5 +1,6 @@
 import Testing
 @testable import BLEParsing
+import Vocabulary
 
 private func bytes(_ hex: String) -> [UInt8] { (try? parseHex(hex)) ?? [] }
 private func ad(_ type: UInt8, _ data: [UInt8]) -> [UInt8] { [UInt8(data.count + 1), type] + data }
@@ -102,7 +103,7 @@ struct AdvADStructureTests {
     @Test("detector picks decoders by service UUID, company id and shape")
     func detector() throws {
         let adv = Advertisement(
-            address: try DeviceAddress(parsing: "A4:C1:38:8D:18:B2"), localName: "sps",
+            address: try BluetoothAddress("A4:C1:38:8D:18:B2"), localName: "sps",
             manufacturerData: [
                 ManufacturerData(companyID: 0x0499, data: bytes("0512FC5394C37C0004FFFC040CAC364200CDCBB8334C884F")),
                 ManufacturerData(companyID: 0x0006, data: [1, 2, 3]),  // Microsoft: not decoded, skipped
@@ -134,7 +135,7 @@ struct AdvADStructureTests {
     func bthomeKeys() throws {
         let uuid = BluetoothUUID(uuid16: 0xFCD2)
         let data = bytes("41a47266c95f730011223378237214")
-        let mac = try DeviceAddress(parsing: "54:48:E6:8F:80:A5")
+        let mac = try BluetoothAddress("54:48:E6:8F:80:A5")
         let key = bytes("231d39c1d7cc1ab1aee224cd096db932")
         let m = try AdvertisementDecoder.decodeServiceData(uuid: uuid, data: data, mac: mac, bindkey: key)
         #expect(m.reading(.temperature)?.value == .number(25.06))
@@ -142,7 +143,7 @@ struct AdvADStructureTests {
         // Wrong MAC -> different nonce -> MIC fails.
         #expect(throws: DecodeError.self) {
             try AdvertisementDecoder.decodeServiceData(uuid: uuid, data: data,
-                                                       mac: try DeviceAddress(parsing: "54:48:E6:8F:80:A6"), bindkey: key)
+                                                       mac: try BluetoothAddress("54:48:E6:8F:80:A6"), bindkey: key)
         }
         // A 15-byte key is rejected with a typed error.
         #expect(throws: DecodeError.self) {

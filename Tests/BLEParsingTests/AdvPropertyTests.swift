@@ -1,5 +1,6 @@
 import Testing
 @testable import BLEParsing
+import Vocabulary
 
 /// SplitMix64: small, seeded, reproducible.
 struct SeededGenerator: RandomNumberGenerator {
@@ -18,7 +19,7 @@ struct SeededGenerator: RandomNumberGenerator {
 struct AdvPropertyTests {
     typealias Decoder = @Sendable ([UInt8]) throws(DecodeError) -> AdvertisementModel
 
-    static let mac: DeviceAddress = DeviceAddress(rawValue: 0x5448_E68F_80A5)
+    static let mac: BluetoothAddress = BluetoothAddress(value: 0x5448_E68F_80A5)
     static let key: [UInt8] = (try? parseHex("231d39c1d7cc1ab1aee224cd096db932")) ?? []
     static let pvvxKey: [UInt8] = (try? parseHex("00112233445566778899aabbccddeeff")) ?? []
     static let xiaomiKey: [UInt8] = (try? parseHex("814aac74c4f17b6c1581e1ab87816b99")) ?? []
@@ -32,7 +33,7 @@ struct AdvPropertyTests {
         ("mibeacon_key", { d throws(DecodeError) in try MiBeacon.decode(d, mac: mac, bindkey: xiaomiKey) }),
         ("atc", { d throws(DecodeError) in try ATCThermometer.decode(d) }),
         ("atc_key", { d throws(DecodeError) in
-            try ATCThermometer.decode(d, mac: DeviceAddress(rawValue: 0xA4C1_3889_DF88), bindkey: pvvxKey) }),
+            try ATCThermometer.decode(d, mac: BluetoothAddress(value: 0xA4C1_3889_DF88), bindkey: pvvxKey) }),
         ("ruuvi", { d throws(DecodeError) in try Ruuvi.decode(d) }),
         ("ibeacon", { d throws(DecodeError) in try IBeacon.decode(d) }),
         ("eddystone", { d throws(DecodeError) in try Eddystone.decode(d) }),
@@ -163,7 +164,7 @@ struct AdvPropertyTests {
                 (0..<Int(rng.next() % 30)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
             }
             let adv = Advertisement(
-                address: rng.next() % 2 == 0 ? DeviceAddress(rawValue: rng.next() & 0xFFFF_FFFF_FFFF) : nil,
+                address: rng.next() % 2 == 0 ? BluetoothAddress(value: rng.next() & 0xFFFF_FFFF_FFFF) : nil,
                 localName: names[Int(rng.next() % UInt64(names.count))],
                 manufacturerData: [ManufacturerData(companyID: companies[Int(rng.next() % UInt64(companies.count))],
                                                     data: randomBytes())],

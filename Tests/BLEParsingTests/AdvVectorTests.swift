@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import BLEParsing
+import Vocabulary
 
 /// Loads fixtures/vectors/adv/*.json and checks every vector against the
 /// advertisement decoders. Vector schema (see the files):
@@ -66,10 +67,10 @@ enum AdvVectors {
     static func run(_ v: Vector) -> [Result<AdvertisementModel, DecodeError>] {
         let input = v.json["input"] ?? .null
         let data = hex(input["data"])
-        let mac = input["mac"]?.string.flatMap { try? DeviceAddress(parsing: $0) }
+        let mac = input["mac"]?.string.flatMap { try? BluetoothAddress($0) }
         let key = input["bindkey"].map { hex($0) }
         if let raw = input["raw"] {
-            let address = input["address"]?.string.flatMap { try? DeviceAddress(parsing: $0) }
+            let address = input["address"]?.string.flatMap { try? BluetoothAddress($0) }
             return AdvertisementDecoder.decodeRawAdvertisement(bytes: hex(raw), address: address, bindkey: key)
         }
         if let uuidText = input["service_uuid"]?.string, let uuid = try? BluetoothUUID(parsing: uuidText) {

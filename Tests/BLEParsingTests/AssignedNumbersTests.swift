@@ -48,6 +48,7 @@ struct AssignedNumbersTests {
 }
 
 import Foundation
+import Vocabulary
 
 private func readPrefix(_ path: String, bytes: Int) throws -> String {
     let data = try Data(contentsOf: URL(fileURLWithPath: path))

@@ -1,6 +1,7 @@
 import Foundation
 
 @testable import BLEParsing
+import Vocabulary
 
 /// Builds btsnoop files and HCI packets for the capture tests and the
 /// committed fixtures. Lengths are computed; the layouts are the ones cited
@@ -60,8 +61,8 @@ enum Snoop {
         address.split(separator: ":").compactMap { UInt8($0, radix: 16) }.reversed()
     }
 
-    static func address(_ text: String) -> DeviceAddress {
-        (try? DeviceAddress(parsing: text)) ?? DeviceAddress(rawValue: 0)
+    static func address(_ text: String) -> BluetoothAddress {
+        (try? BluetoothAddress(text)) ?? BluetoothAddress(value: 0)
     }
 
     static func hex(_ text: String) -> [UInt8] { (try? parseHex(text)) ?? [] }

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import BLEParsing
+import Vocabulary
 
 @Suite("ByteReader")
 struct CoreByteReaderTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import BLEParsing
+import Vocabulary
 
 /// Deterministic pseudo-random payloads into every GATT decoder: each one
 /// must either decode or throw a `DecodeError` whose offset lies inside the

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import BLEParsing
+import Vocabulary
 
 /// Loads fixtures/vectors/gatt/*.json and checks every vector against the decoder.
 ///

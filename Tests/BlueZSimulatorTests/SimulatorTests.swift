@@ -55,7 +55,7 @@ import Testing
         let hex = try #require(error("{\n\"devices\": [ { \"address\": \"AA:BB:CC:DD:EE:01\",\n \"manufacturerData\": { \"0x0499\": \"05zz\" } } ] }"))
         #expect(hex.line == 3)
         #expect(hex.path == "devices[0].manufacturerData.0x0499")
-        #expect(hex.message.contains("invalid hex bytes \"05zz\""))
+        #expect(hex.message.contains("\"05zz\" is not hex bytes"), "\(hex.message)")
 
         let member = try #require(error("{ \"devices\": [ { \"address\": \"AA:BB:CC:DD:EE:01\", \"rsi\": -50 } ] }"))
         #expect(member.path == "devices[0].rsi")
@@ -119,12 +119,13 @@ import Testing
         }
     }
 
-    @Test func normalizesUUIDsAndHex() {
+    @Test func readsUUIDsInMethodArgumentsAsBluetoothdDoes() {
         #expect(normalizeUUID("180D") == "0000180d-0000-1000-8000-00805f9b34fb")
         #expect(normalizeUUID("0x2A37") == "00002a37-0000-1000-8000-00805f9b34fb")
+        #expect(normalizeUUID("0000180D-0000-1000-8000-00805F9B34FB") == "0000180d-0000-1000-8000-00805f9b34fb")
         #expect(normalizeUUID("nope") == nil)
-        #expect(parseHex("0a 1B:ff") == [0x0a, 0x1b, 0xff])
-        #expect(parseHex("abc") == nil)
+        // 32 digits without dashes: ours reads them, bluetoothd does not.
+        #expect(normalizeUUID("0000180d00001000800000805f9b34fb") == nil)
     }
 
     @Test func missingFileIsAClearError() {

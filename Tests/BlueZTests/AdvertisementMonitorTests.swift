@@ -4,6 +4,7 @@ import Testing
 import TestSupport
 import BlueZSimulator
 @testable import BlueZ
+import Vocabulary
 
 /// Waits (on the mirror's signals, no polling) until `condition` holds.
 private func waitFor(_ client: BlueZClient, _ what: String, seconds: Double = 5,

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 import DBus
 @testable import BlueZ
+import Vocabulary
 
 /// Runs `body` against a private dbus-daemon that is always stopped afterwards.
 func withBus<T>(_ body: (PrivateBus) async throws -> T) async throws -> T {

@@ -3,6 +3,7 @@ import Testing
 import DBus
 import BlueZSimulator
 @testable import BlueZ
+import Vocabulary
 
 /// Our client against the simulator on a private bus: every fault the
 /// scenario format can inject, with the errors users will see.

@@ -130,8 +130,8 @@ func jsonLines(_ text: String) -> [[String: Any]] {
 
         let info = try await sim.runAsync(["info", strap])
         #expect(info.status == 0)
-        #expect(info.stdout.contains("Service 0x180d (Heart Rate) (primary)"))
-        #expect(info.stdout.contains("Characteristic 0x2a38 (Body Sensor Location) [read] = 01  → location=chest"))
+        #expect(info.stdout.contains("Service 180d (Heart Rate) (primary)"))
+        #expect(info.stdout.contains("Characteristic 2a38 (Body Sensor Location) [read] = 01  → location=chest"))
 
         let read = try await sim.runAsync(["read", strap, "2a19", "--json"])
         #expect(read.status == 0)

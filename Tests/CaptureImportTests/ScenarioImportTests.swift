@@ -5,6 +5,7 @@ import Testing
 
 @testable import BlueZSimulator
 @testable import CaptureImport
+import Vocabulary
 
 let repositoryRoot: URL = {
     var url = URL(fileURLWithPath: #filePath)
@@ -204,7 +205,7 @@ struct ScenarioImportTests {
 /// Small timelines for what the fixtures do not show.
 @Suite("Capture import: mapping")
 struct ScenarioMappingTests {
-    static let address = (try? DeviceAddress(parsing: "C0:11:22:33:44:55")) ?? DeviceAddress(rawValue: 0)
+    static let address = (try? BluetoothAddress("C0:11:22:33:44:55")) ?? BluetoothAddress(value: 0)
 
     static func advertisement(_ data: [UInt8], type: UInt8 = 0x00, rssi: Int8? = -50, ms: Int64 = 0) -> CapturedAdvertisement {
         CapturedAdvertisement(timestamp: Snoop.t0 + ms * 1000, record: 1,

@@ -7,6 +7,7 @@ import Foundation
 import Locking
 import Testing
 import TestSupport
+import Vocabulary
 
 /// Holds the recorder a test starts inside `replayReadings(onBus:)`.
 final class RecorderBox: Sendable {

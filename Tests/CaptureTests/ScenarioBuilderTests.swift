@@ -3,6 +3,7 @@ import BlueZSimulator
 import Capture
 import DBus
 import Testing
+import Vocabulary
 
 /// The mapping from bluetoothd's signals to the scenario format, without a bus.
 @Suite struct ScenarioBuilderTests {

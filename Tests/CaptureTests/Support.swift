@@ -3,6 +3,7 @@ import BlueZSimulator
 import DBus
 import Foundation
 import TestSupport
+import Vocabulary
 
 /// A scenario from fixtures/scenarios.
 func fixture(_ name: String) throws -> Scenario {

@@ -8,6 +8,7 @@ import Domain
 import Presenters
 import TerminalUI
 @testable import Dashboard
+import Vocabulary
 
 // Fakes implementing the repositories' protocols (the screen runs real presenters on them).
 
@@ -242,7 +243,7 @@ final class Adapters: AdapterRepository {
         let adapter = try AdapterID(name: "hci0")
         func rows(_ changed: Int? = nil, count: Int = 100) throws -> DeviceListPresenter.Rows {
             DeviceListPresenter.Rows(try (0..<count).map { i in
-                let address = try BluetoothAddress(bytes: [0xC0, 0, 0, 0, UInt8(i >> 8), UInt8(i & 0xFF)])
+                let address = try #require(BluetoothAddress(bytes: [0xC0, 0, 0, 0, UInt8(i >> 8), UInt8(i & 0xFF)]))
                 return DeviceListPresenter.Row(id: DeviceID(adapter: adapter, address: address), title: "Tag \(i)",
                                                rssi: Int16(-40 - i / 4), format: "ruuvi",
                                                readings: [Reading(.temperature, i == changed ? 30.0 : 20.0)], lastSeen: nil, stale: false)

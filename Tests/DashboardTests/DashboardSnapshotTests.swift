@@ -7,6 +7,7 @@ import Domain
 import Presenters
 import TerminalUI
 @testable import Dashboard
+import Vocabulary
 
 /// Text snapshots of every screen and dialog, from fixed states, at 80×24
 /// and 120×40 and one column narrower than each. A snapshot that differs

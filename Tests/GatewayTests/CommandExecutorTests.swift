@@ -6,6 +6,7 @@ import Locking
 import Synchronization
 import Testing
 @testable import Gateway
+import Vocabulary
 
 /// A device control (the same protocol the BlueZ one implements) whose
 /// connect waits at a gate the test opens and closes; every device exists.
@@ -50,7 +51,7 @@ final class GatedControl: DeviceControl {
 @Suite(.timeLimit(.minutes(1))) struct CommandExecutorTests {
     static let adapter = AdapterID(path: "/org/bluez/hci0")
     static func address(_ n: Int) throws -> BluetoothAddress {
-        try BluetoothAddress(bytes: [0xC0, 0x00, 0x00, UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)])
+        try #require(BluetoothAddress(bytes: [0xC0, 0x00, 0x00, UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)]))
     }
 
     @Test func presentersOfDevicesNoCommandUsesAreReleasedBeyondAFew() async throws {

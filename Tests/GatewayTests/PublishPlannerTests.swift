@@ -5,6 +5,7 @@ import Foundation
 import Presenters
 import Testing
 @testable import Gateway
+import Vocabulary
 
 /// The publishing rules, pure: list states and times in, messages out.
 @Suite struct PublishPlannerTests {
@@ -204,7 +205,7 @@ import Testing
         (#"{"action":"read","characteristic":"2a3z"}"#, "must be a UUID (\"2a37\", \"0x2A37\" or 128-bit) or a characteristic's object path, got \"2a3z\""),
         (#"{"action":"read","characteristic":"/org//bluez"}"#, "\"/org//bluez\" is not a D-Bus object path"),
         (#"{"action":"write","characteristic":"2a39"}"#, "needs \"value\""),
-        (#"{"action":"write","characteristic":"2a39","value":"0g"}"#, "\"value\" must be hex"),
+        (#"{"action":"write","characteristic":"2a39","value":"0g"}"#, "\"value\": \"0g\" is not hex bytes"),
         (#"{"action":"notify","characteristic":"2a37","enable":1}"#, "\"enable\" must be true or false"),
         (#"{"action":"read","characteristic":"2a37","colour":"red"}"#, "unknown member \"colour\""),
         (#"{"action":"read""#, "not JSON"),

@@ -4,6 +4,7 @@ import Domain
 import Foundation
 import Testing
 @testable import Gateway
+import Vocabulary
 
 private func address() throws -> BluetoothAddress { try BluetoothAddress("AA:BB:CC:DD:EE:FF") }
 

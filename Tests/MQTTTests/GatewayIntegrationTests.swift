@@ -8,6 +8,7 @@ import MQTT
 import Testing
 import TestSupport
 @testable import Gateway
+import Vocabulary
 
 /// The gateway end to end: the simulator on a private bus, a real mosquitto
 /// on a free loopback port, the real runtime (repositories, presenters,

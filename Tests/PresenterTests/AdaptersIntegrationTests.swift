@@ -6,6 +6,7 @@ import BlueZSimulator
 import DBus
 import Domain
 @testable import Presenters
+import Vocabulary
 
 /// The adapters presenter over the real repository, the real client and the
 /// simulator on a private dbus-daemon.

@@ -4,6 +4,7 @@ import Testing
 import BlueZ
 import Domain
 @testable import Presenters
+import Vocabulary
 
 /// A consumer slower than the states it follows (the gateway's planner under
 /// a flood) holds at most one waiting state, and that state still carries
@@ -12,7 +13,7 @@ import Domain
     let hci0 = AdapterID(path: "/org/bluez/hci0")
 
     func row(_ last: UInt8, rssi: Int16) throws -> DeviceListPresenter.Row {
-        DeviceListPresenter.Row(id: DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xC0, 0, 0, 0, 0, last])),
+        DeviceListPresenter.Row(id: DeviceID(adapter: hci0, address: try #require(BluetoothAddress(bytes: [0xC0, 0, 0, 0, 0, last]))),
                                 title: "d\(last)", rssi: rssi)
     }
 

@@ -6,6 +6,7 @@ import BlueZ
 import BlueZSimulator
 import DBus
 @testable import Domain
+import Vocabulary
 
 /// A backend the test controls: presence, connection outcomes, and a
 /// change signal.
@@ -58,7 +59,7 @@ final class RecordingSleeper: Sleeper {
 
 @Suite(.timeLimit(.minutes(1))) struct ConnectionManagerTests {
     let hci0 = AdapterID(path: "/org/bluez/hci0")
-    func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])) }
+    func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try #require(BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n]))) }
 
     @Test func backoffDoublesWithJitterThenConnectsAndReenablesNotifications() async throws {
         let backend = FakeConnectionBackend()

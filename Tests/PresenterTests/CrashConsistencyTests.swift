@@ -4,6 +4,7 @@ import Testing
 import TestSupport
 import BlueZ
 @testable import Domain
+import Vocabulary
 
 /// Kills a process in the middle of writing readings (SIGKILL, no clean-up)
 /// and checks the database: intact, and holding every record it reported

@@ -5,6 +5,7 @@ import BlueZSimulator
 import DBus
 import Domain
 @testable import Presenters
+import Vocabulary
 
 /// Two presenters over the same real repositories: what one does appears in
 /// the other with no refresh call; bluetoothd leaving makes both

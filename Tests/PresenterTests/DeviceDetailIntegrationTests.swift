@@ -6,6 +6,7 @@ import BlueZSimulator
 import DBus
 import Domain
 @testable import Presenters
+import Vocabulary
 
 /// The device detail presenter over the real BlueZ device control, the
 /// simulator's heart-rate strap on a private dbus-daemon, and a real SQLite

@@ -7,6 +7,7 @@ import BlueZ
 import DBus
 import Domain
 @testable import Presenters
+import Vocabulary
 
 /// A fake device control implementing the same protocol as the BlueZ one:
 /// the test publishes snapshots; operations are recorded and fail on demand

@@ -5,6 +5,7 @@ import BLEParsing
 import BlueZ
 import Domain
 @testable import Presenters
+import Vocabulary
 
 @Suite(.timeLimit(.minutes(1))) struct DeviceListPresenterTests {
     let hci0 = AdapterID(path: "/org/bluez/hci0")

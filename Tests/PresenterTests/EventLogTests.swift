@@ -8,6 +8,7 @@ import BlueZSimulator
 import DBus
 import Domain
 @testable import Presenters
+import Vocabulary
 
 /// Waits (up to `seconds`) until `log` holds at least `count` entries and
 /// returns their kinds.
@@ -30,7 +31,7 @@ private func newest(of log: EventLog, is kind: LogEvent.Kind, within seconds: Do
 
 @Suite(.timeLimit(.minutes(1))) struct EventLogTests {
     let hci0 = AdapterID(path: "/org/bluez/hci0")
-    func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])) }
+    func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try #require(BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n]))) }
 
     // MARK: The log itself
 
@@ -300,7 +301,7 @@ private func newest(of log: EventLog, is kind: LogEvent.Kind, within seconds: Do
 @Suite(.timeLimit(.minutes(1))) struct EventLogPresenterTests {
     typealias P = EventLogPresenter
     let hci0 = AdapterID(path: "/org/bluez/hci0")
-    func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])) }
+    func id(_ n: UInt8) throws -> DeviceID { DeviceID(adapter: hci0, address: try #require(BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n]))) }
 
     func row(_ e: LogEvent) -> P.Row { P.Row(id: e.id, at: e.at, severity: e.severity, message: e.message, device: e.device) }
 

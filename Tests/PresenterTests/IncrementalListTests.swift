@@ -6,6 +6,7 @@ import BLEParsing
 import BlueZ
 import Domain
 @testable import Presenters
+import Vocabulary
 
 /// The device list updated per changed device must be exactly what a full
 /// filter and sort of the snapshot gives: checked after every one of many

@@ -7,6 +7,7 @@ import BlueZSimulator
 import DBus
 import Domain
 @testable import Presenters
+import Vocabulary
 
 /// A fake pairing service: the test decides the prompts and how pairing ends.
 final class FakePairingService: PairingService {

@@ -6,6 +6,7 @@ import Domain
 import Foundation
 import Testing
 import TestSupport
+import Vocabulary
 
 /// Passive scanning through the adapter repository, against the simulator.
 @Suite(.timeLimit(.minutes(1))) struct PassiveScanTests {

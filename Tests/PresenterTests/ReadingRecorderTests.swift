@@ -3,6 +3,7 @@ import BlueZ
 import Foundation
 import Testing
 @testable import Domain
+import Vocabulary
 
 /// The recorder remembers the readings it last stored per device only for
 /// devices that are in the list: devices with random addresses come and go
@@ -25,7 +26,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let hci0 = AdapterID(path: "/org/bluez/hci0")
         func device(_ n: UInt8, _ t: Double) throws -> DeviceRecord {
-            DeviceRecord(id: DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n])), name: "Tag \(n)",
+            DeviceRecord(id: DeviceID(adapter: hci0, address: try #require(BluetoothAddress(bytes: [0xF0, 0, 0, 0, 0, n]))), name: "Tag \(n)",
                          readings: [Reading(.temperature, t)])
         }
         func settle(_ condition: @escaping () -> Bool) async -> Bool {
@@ -54,7 +55,7 @@ import Testing
         let hci0 = AdapterID(path: "/org/bluez/hci0")
         let count = 2 * ReadingRecorder.batchLimit + 7
         let devices = try (0..<count).map { n in
-            DeviceRecord(id: DeviceID(adapter: hci0, address: try BluetoothAddress(bytes: [0xF0, 0, 0, 0, UInt8(n >> 8), UInt8(n & 0xFF)])),
+            DeviceRecord(id: DeviceID(adapter: hci0, address: try #require(BluetoothAddress(bytes: [0xF0, 0, 0, 0, UInt8(n >> 8), UInt8(n & 0xFF)]))),
                          name: "Tag \(n)", readings: [Reading(.temperature, Double(n))])
         }
         repository.emit(DeviceListSnapshot(availability: .available, devices: devices))

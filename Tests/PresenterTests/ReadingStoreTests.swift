@@ -3,6 +3,7 @@ import Testing
 import BLEParsing
 import BlueZ
 @testable import Domain
+import Vocabulary
 
 /// The readings store on a real SQLite file in a temporary directory.
 @Suite struct ReadingStoreTests {

@@ -6,6 +6,7 @@ import BlueZ
 import BlueZSimulator
 import DBus
 @testable import Domain
+import Vocabulary
 
 /// Readings flow from the simulator through the client, the repository and
 /// the recorder into a real SQLite file; bluetoothd vanishing and returning

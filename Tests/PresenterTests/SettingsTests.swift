@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import BlueZ
 @testable import Domain
+import Vocabulary
 
 @Suite struct SettingsTests {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-settings-\(UUID().uuidString)")

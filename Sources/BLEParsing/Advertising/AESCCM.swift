@@ -1,3 +1,4 @@
+import Vocabulary
 internal import CLibCrypto
 #if canImport(Glibc)
 internal import Glibc
@@ -85,8 +86,8 @@ public enum AESCCM {
 
         /// Appends the 6 address bytes, display order or air order (reversed).
         @inline(__always)
-        mutating func appendAddress(_ address: DeviceAddress, airOrder: Bool) {
-            let v = address.rawValue
+        mutating func appendAddress(_ address: BluetoothAddress, airOrder: Bool) {
+            let v = address.value
             for k in 0..<6 {
                 let shift = UInt64(airOrder ? 8 * k : 40 - 8 * k)
                 append(UInt8(truncatingIfNeeded: v >> shift))

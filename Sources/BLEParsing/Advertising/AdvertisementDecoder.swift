@@ -1,3 +1,4 @@
+import Vocabulary
 /// Picks the decoder(s) for an advertisement by service-data UUID, company
 /// id and payload shape, and returns one result per recognised payload.
 ///
@@ -73,7 +74,7 @@ public enum AdvertisementDecoder {
     }
 
     /// Decodes one service data payload by its UUID.
-    public static func decodeServiceData(uuid: BluetoothUUID, data: [UInt8], mac: DeviceAddress? = nil,
+    public static func decodeServiceData(uuid: BluetoothUUID, data: [UInt8], mac: BluetoothAddress? = nil,
                                          bindkey: [UInt8]? = nil) throws(DecodeError) -> AdvertisementModel {
         guard let short = uuid.uuid16 else {
             throw DecodeError.unsupported(context: "service data", what: "UUID \(uuid.string)")
@@ -94,7 +95,7 @@ public enum AdvertisementDecoder {
     /// Decodes one manufacturer data payload (`data` excludes the company id).
     /// `name` (the local name) disambiguates vendors that share company ids.
     public static func decodeManufacturerData(companyID: UInt16, data: [UInt8], name: String? = nil,
-                                              mac: DeviceAddress? = nil) throws(DecodeError) -> AdvertisementModel {
+                                              mac: BluetoothAddress? = nil) throws(DecodeError) -> AdvertisementModel {
         if Inkbird.matches(companyID: companyID, data: data, name: name) {
             return try Inkbird.decode(companyID: companyID, data: data, name: name)
         }
@@ -121,7 +122,7 @@ public enum AdvertisementDecoder {
     /// payload decoders run on whatever structures were well formed, so
     /// partial results are kept. Content errors of single structures follow
     /// as failures.
-    public static func decodeRawAdvertisement(bytes: [UInt8], address: DeviceAddress? = nil, bindkey: [UInt8]? = nil)
+    public static func decodeRawAdvertisement(bytes: [UInt8], address: BluetoothAddress? = nil, bindkey: [UInt8]? = nil)
         -> [Result<AdvertisementModel, DecodeError>]
     {
         // The summary's fields are parsed again from `bytes` when read, so this

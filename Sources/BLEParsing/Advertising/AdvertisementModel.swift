@@ -1,3 +1,4 @@
+import Vocabulary
 /// The decoded form of one advertisement payload (service data, manufacturer
 /// data or a whole advertisement), shared by every advertisement format.
 ///
@@ -180,7 +181,7 @@ enum Adv {
         return Double(n) / p
     }
 
-    static func macField(_ address: DeviceAddress) -> FieldValue { .string(address.description) }
+    static func macField(_ address: BluetoothAddress) -> FieldValue { .string(address.description) }
 
     static func hex16(_ v: UInt16) -> FieldValue { .string(hexString(v)) }
 

@@ -1,3 +1,4 @@
+import Vocabulary
 /// One AD structure of an advertising or scan response payload:
 /// `length (1) | AD type (1) | data (length - 1)`.
 public struct ADStructure: Equatable, Sendable {
@@ -37,13 +38,13 @@ public struct ManufacturerData: Equatable, Sendable {
 /// properties (address, name, ManufacturerData, ServiceData, UUIDs) or from
 /// raw AD bytes with ``AdvertisingData``.
 public struct Advertisement: Equatable, Sendable {
-    public var address: DeviceAddress?
+    public var address: BluetoothAddress?
     public var localName: String?
     public var manufacturerData: [ManufacturerData]
     public var serviceData: [ServiceData]
     public var serviceUUIDs: [BluetoothUUID]
 
-    public init(address: DeviceAddress? = nil, localName: String? = nil, manufacturerData: [ManufacturerData] = [],
+    public init(address: BluetoothAddress? = nil, localName: String? = nil, manufacturerData: [ManufacturerData] = [],
                 serviceData: [ServiceData] = [], serviceUUIDs: [BluetoothUUID] = []) {
         self.address = address
         self.localName = localName
@@ -87,7 +88,7 @@ public struct AdvertisingData: Sendable {
     public var connectionIntervalRange: (min: UInt16, max: UInt16)?
     public var leRole: UInt8?
     public var advertisingInterval: UInt32?
-    public var leAddress: (address: DeviceAddress, random: Bool)?
+    public var leAddress: (address: BluetoothAddress, random: Bool)?
     public var paddingBytes = 0
 
     public init() {}
@@ -167,7 +168,11 @@ public struct AdvertisingData: Sendable {
             case 4:
                 return BluetoothUUID(uuid32: UInt32(data[i]) | UInt32(data[i + 1]) << 8 | UInt32(data[i + 2]) << 16
                                          | UInt32(data[i + 3]) << 24)
-            default: return try BluetoothUUID(littleEndianBytes: data[i..<(i + size)])
+            default:
+                guard let uuid = BluetoothUUID(littleEndianBytes: data[i..<(i + size)]) else {
+                    throw DecodeError.invalidValue(context: "UUID", offset: i, expected: "2, 4 or 16 bytes", found: "\(size) bytes")
+                }
+                return uuid
             }
         }
         func uuids(_ size: Int) throws(DecodeError) -> [BluetoothUUID] {
@@ -222,7 +227,8 @@ public struct AdvertisingData: Sendable {
             advertisingInterval = v
         case 0x1B:
             guard data.count == 7 else { throw bad("7 bytes (address + type)") }
-            leAddress = (try DeviceAddress(littleEndianBytes: data[base..<(base + 6)]), data[base + 6] & 0x01 != 0)
+            guard let address = BluetoothAddress(littleEndianBytes: data[base..<(base + 6)]) else { throw bad("6 bytes of address") }
+            leAddress = (address, data[base + 6] & 0x01 != 0)
         case 0x1C:
             guard data.count == 1 else { throw bad("1 byte of LE role") }
             leRole = data[base + 0]
@@ -240,7 +246,7 @@ public struct AdvertisingData: Sendable {
     }
 
     /// The detector's view of this payload.
-    public func advertisement(address: DeviceAddress? = nil) -> Advertisement {
+    public func advertisement(address: BluetoothAddress? = nil) -> Advertisement {
         Advertisement(address: address ?? leAddress?.address, localName: localName, manufacturerData: manufacturerData,
                       serviceData: serviceData, serviceUUIDs: serviceUUIDs)
     }

@@ -1,3 +1,4 @@
+import Vocabulary
 /// BTHome (https://bthome.io) v2 (service data UUID 0xFCD2) and v1
 /// (0x181C plain, 0x181E encrypted).
 ///
@@ -153,7 +154,7 @@ public enum BTHome {
     ///   - mac: the advertiser's address; needed for encrypted payloads that do
     ///     not include their MAC.
     ///   - bindkey: 16-byte key for encrypted payloads.
-    public static func decodeV2(_ data: [UInt8], mac: DeviceAddress? = nil, bindkey: [UInt8]? = nil)
+    public static func decodeV2(_ data: [UInt8], mac: BluetoothAddress? = nil, bindkey: [UInt8]? = nil)
         throws(DecodeError) -> AdvertisementModel
     {
         let ctx = "bthome v2"
@@ -167,7 +168,7 @@ public enum BTHome {
             throw DecodeError(kind: .unsupported, context: ctx, offset: 0,
                               expected: "BTHome version 2 in bits 5-7", found: "version \(version)")
         }
-        let includedMAC: DeviceAddress? = try macIncluded ? r.address("MAC address") : nil
+        let includedMAC: BluetoothAddress? = try macIncluded ? r.address("MAC address") : nil
         // The objects: from the payload itself, or from the decrypted payload.
         let objectReader: ByteReader
         let counter: Int?
@@ -348,7 +349,7 @@ public enum BTHome {
     /// encrypted (0x181E). v1 objects carry their own length and data type
     /// (control byte: bits 0-4 length incl. the type byte, bits 5-7 format),
     /// so unknown object ids are kept as raw fields instead of stopping.
-    public static func decodeV1(_ data: [UInt8], uuid: UInt16, mac: DeviceAddress? = nil, bindkey: [UInt8]? = nil)
+    public static func decodeV1(_ data: [UInt8], uuid: UInt16, mac: BluetoothAddress? = nil, bindkey: [UInt8]? = nil)
         throws(DecodeError) -> AdvertisementModel
     {
         let ctx = "bthome v1"

@@ -1,3 +1,4 @@
+import Vocabulary
 /// Apple iBeacon: manufacturer data of company 0x004C starting `02 15`,
 /// then proximity UUID (16, big-endian), major (uint16 BE), minor (uint16 BE),
 /// measured power at 1 m (sint8 dBm).
@@ -14,7 +15,7 @@ public enum IBeacon {
             throw DecodeError.invalidValue(context: "ibeacon", offset: 0, expected: "type 0x02 length 0x15",
                                            found: "\(hexString(type)) \(hexString(length))")
         }
-        let uuid = try BluetoothUUID(bigEndianBytes: try r.bytes(16, "proximity UUID"))
+        let uuid = BluetoothUUID(high: try r.u64BE("proximity UUID"), low: try r.u64BE("proximity UUID"))
         let major = try r.u16BE("major")
         let minor = try r.u16BE("minor")
         let power = try r.i8("measured power")

@@ -1,8 +1,9 @@
+import Vocabulary
 /// The two inputs every encrypted format needs before decrypting: the
 /// bindkey and the device address (part of the nonce). Missing either is an
 /// `unsupported` error naming what is missing, at `offset`.
-func requireDecryptionInputs(_ bindkey: [UInt8]?, _ address: DeviceAddress?, context: String, offset: Int)
-    throws(DecodeError) -> (key: [UInt8], address: DeviceAddress)
+func requireDecryptionInputs(_ bindkey: [UInt8]?, _ address: BluetoothAddress?, context: String, offset: Int)
+    throws(DecodeError) -> (key: [UInt8], address: BluetoothAddress)
 {
     guard let key = bindkey else {
         throw DecodeError(kind: .unsupported, context: context, offset: offset,

@@ -1,3 +1,4 @@
+import Vocabulary
 /// ATC1441 and pvvx custom thermometer firmware (service data UUID 0x181A).
 ///
 /// atc1441 (13 bytes, big-endian): MAC (6, display order), temperature
@@ -14,14 +15,14 @@
 public enum ATCThermometer {
     public static let uuid: UInt16 = 0x181A
 
-    public static func decode(_ data: [UInt8], mac: DeviceAddress? = nil, bindkey: [UInt8]? = nil)
+    public static func decode(_ data: [UInt8], mac: BluetoothAddress? = nil, bindkey: [UInt8]? = nil)
         throws(DecodeError) -> AdvertisementModel
     {
         if data.count == 11 { return try decodeEncryptedPvvx(data, mac: mac, bindkey: bindkey) }
         switch data.count {
         case 13:
             var r = ByteReader(data, context: "atc1441")
-            let mac = try DeviceAddress(bytes: try r.bytes(6, "MAC address"))
+            let mac = try r.addressAsWritten("MAC address")
             let t = Adv.scaled(try r.i16BE("temperature"), 1)
             let h = Double(try r.u8("humidity"))
             let b = Double(try r.u8("battery"))
@@ -64,7 +65,7 @@ public enum ATCThermometer {
         }
     }
 
-    static func decodeEncryptedPvvx(_ data: [UInt8], mac: DeviceAddress?, bindkey: [UInt8]?)
+    static func decodeEncryptedPvvx(_ data: [UInt8], mac: BluetoothAddress?, bindkey: [UInt8]?)
         throws(DecodeError) -> AdvertisementModel
     {
         let ctx = "pvvx encrypted"
@@ -136,7 +137,7 @@ public enum Ruuvi {
         let tx = txRaw != 31 ? Double(-40 + 2 * Int(txRaw)) : nil
         let moves = movement != 0xFF ? Int(movement) : nil
         let seq = sequence != 0xFFFF ? Int(sequence) : nil
-        let mac = macBytes.allSatisfy({ $0 == 0xFF }) ? nil : try DeviceAddress(bytes: macBytes)
+        let mac = macBytes.allSatisfy({ $0 == 0xFF }) ? nil : BluetoothAddress(bytes: macBytes)
 
         var readings: [Reading] = []
         readings.reserveCapacity(9)

@@ -1,3 +1,4 @@
+import Vocabulary
 /// Xiaomi MiBeacon service data (UUID 0xFE95).
 ///
 /// Layout: frame control (uint16 LE: bit 3 encrypted, bit 4 MAC included,
@@ -23,7 +24,7 @@ public enum MiBeacon {
         0x1203: "XMWSDJ04MMC", 0x4F59: "CGDK3",
     ]
 
-    public static func decode(_ data: [UInt8], mac: DeviceAddress? = nil, bindkey: [UInt8]? = nil)
+    public static func decode(_ data: [UInt8], mac: BluetoothAddress? = nil, bindkey: [UInt8]? = nil)
         throws(DecodeError) -> AdvertisementModel
     {
         let ctx = "xiaomi mibeacon"
@@ -36,7 +37,7 @@ public enum MiBeacon {
         let capabilityIncluded = fc & 0x0020 != 0
         let objectIncluded = fc & 0x0040 != 0
         let version = Int(fc >> 12)
-        let includedMAC: DeviceAddress? = try macIncluded ? r.address("MAC address") : nil
+        let includedMAC: BluetoothAddress? = try macIncluded ? r.address("MAC address") : nil
         let capability: UInt8? = try capabilityIncluded ? r.u8("capability") : nil
         let io: UInt8? = try (capability ?? 0) & 0x20 != 0 ? r.u8("I/O capability") : nil
         let product = products[productID]

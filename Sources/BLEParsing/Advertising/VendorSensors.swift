@@ -1,3 +1,4 @@
+import Vocabulary
 /// Govee thermo-hygrometers (manufacturer data; `data` excludes the company id).
 ///
 /// * 0xEC88, 6 bytes (H5072/H5075): byte 0 reserved, bytes 1-3 a 24-bit
@@ -248,7 +249,7 @@ public enum SwitchBot {
                                   found: "\(manufacturerData?.count ?? 0) bytes of manufacturer data")
             }
             var r = ByteReader(md, context: "switchbot manufacturer data")
-            let mac = try DeviceAddress(bytes: try r.bytes(6, "MAC address"))
+            let mac = try r.addressAsWritten("MAC address")
             try r.skip(2, "sequence/state")
             var model = try meter(&r, battery: nil, model: "meter")
             model.fields.insert(("mac", Adv.macField(mac)), at: 0)

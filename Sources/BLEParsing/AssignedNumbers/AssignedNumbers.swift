@@ -1,3 +1,4 @@
+import Vocabulary
 /// Names from the Bluetooth SIG Assigned Numbers document.
 ///
 /// The tables live in `AssignedNumbers+Generated.swift`, produced by

@@ -1,3 +1,4 @@
+import Vocabulary
 /// A handle with a value (Read By Type Response entries, Multiple Handle Value Notification).
 public struct ATTHandleValue: Equatable, Sendable {
     public var handle: UInt16

@@ -1,3 +1,4 @@
+import Vocabulary
 /// Folds btsnoop records into a ``CaptureTimeline``.
 ///
 ///     let timeline = try CaptureAnalyzer.analyze(bytes)          // whole file
@@ -44,7 +45,7 @@ public struct CaptureAnalyzer: Sendable {
 
     struct FragmentKey: Hashable, Sendable {
         var controller: UInt16
-        var address: DeviceAddress
+        var address: BluetoothAddress
         var addressType: CaptureAddressType
         var sid: UInt8?
         var scanResponse: Bool
@@ -65,7 +66,7 @@ public struct CaptureAnalyzer: Sendable {
         var information: [UInt16: BluetoothUUID] = [:]
     }
 
-    private var deviceIndex: [DeviceAddress: Int] = [:]
+    private var deviceIndex: [BluetoothAddress: Int] = [:]
     private var connections: [ConnectionKey: Int] = [:]
     private var reassembler = L2CAPReassembler()
     private var pending: [RequestKey: ATTPDU] = [:]
@@ -216,7 +217,7 @@ public struct CaptureAnalyzer: Sendable {
     }
 
     /// Index of the device with `address`, created on first sight.
-    private mutating func device(_ address: DeviceAddress, _ type: CaptureAddressType) -> Int {
+    private mutating func device(_ address: BluetoothAddress, _ type: CaptureAddressType) -> Int {
         if let i = deviceIndex[address] { return i }
         timeline.devices.append(CapturedDevice(address: address, addressType: type))
         deviceIndex[address] = timeline.devices.count - 1

@@ -1,3 +1,4 @@
+import Vocabulary
 /// What a capture shows about each remote device: advertisements over time,
 /// the GATT layout a client discovered, and the values it read or was sent.
 /// Built by ``CaptureAnalyzer`` from btsnoop records.
@@ -57,7 +58,7 @@ public struct CaptureTimeline: Equatable, Sendable {
         return overflow ? Int64.max : d
     }
 
-    public func device(_ address: DeviceAddress) -> CapturedDevice? {
+    public func device(_ address: BluetoothAddress) -> CapturedDevice? {
         devices.first { $0.address == address }
     }
 }
@@ -65,10 +66,10 @@ public struct CaptureTimeline: Equatable, Sendable {
 /// A controller of the capturing host (Linux monitor New Index / Index Info).
 public struct CapturedController: Equatable, Sendable {
     public var index: UInt16
-    public var address: DeviceAddress
+    public var address: BluetoothAddress
     public var name: String
 
-    public init(index: UInt16, address: DeviceAddress, name: String) {
+    public init(index: UInt16, address: BluetoothAddress, name: String) {
         self.index = index
         self.address = address
         self.name = name
@@ -93,7 +94,7 @@ public struct CapturedAdvertisement: Equatable, Sendable {
     public var record: Int
     public var report: LEAdvertisingReport
 
-    public var address: DeviceAddress { report.address }
+    public var address: BluetoothAddress { report.address }
     public var addressType: CaptureAddressType { report.addressType }
     public var rssi: Int8? { report.rssi }
     /// The AD structures (advertising data or scan response data).
@@ -222,7 +223,7 @@ public struct CapturedService: Equatable, Sendable {
 
 /// Everything the capture shows about one remote device.
 public struct CapturedDevice: Equatable, Sendable {
-    public var address: DeviceAddress
+    public var address: BluetoothAddress
     public var addressType: CaptureAddressType
     /// In the order they were complete: an extended advertisement split
     /// over several reports comes where its last part was (with its first
@@ -240,7 +241,7 @@ public struct CapturedDevice: Equatable, Sendable {
     /// The ATT MTU both sides agreed on (Exchange MTU), if seen.
     public var mtu: UInt16?
 
-    public init(address: DeviceAddress, addressType: CaptureAddressType) {
+    public init(address: BluetoothAddress, addressType: CaptureAddressType) {
         self.address = address
         self.addressType = addressType
         advertisements = []

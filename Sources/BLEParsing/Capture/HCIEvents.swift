@@ -1,3 +1,4 @@
+import Vocabulary
 /// An LE advertiser address type as HCI reports it (Vol 4 Part E §7.7.65.2, §7.7.65.13).
 public enum CaptureAddressType: Hashable, Sendable, CustomStringConvertible {
     case publicDevice  // 0x00
@@ -57,7 +58,7 @@ public struct LEAdvertisingReport: Equatable, Sendable {
     /// Extended: bit field (0 connectable, 1 scannable, 2 directed, 3 scan response, 4 legacy PDU, 5–6 data status).
     public var eventType: UInt16
     public var addressType: CaptureAddressType
-    public var address: DeviceAddress
+    public var address: BluetoothAddress
     public var data: [UInt8]
     /// nil when the controller reports 127 ("not available").
     public var rssi: Int8?
@@ -73,9 +74,9 @@ public struct LEAdvertisingReport: Equatable, Sendable {
     public var periodicInterval: UInt16?
     /// Extended directed advertising only: the address type and address the PDU was directed to.
     public var directAddressType: UInt8?
-    public var directAddress: DeviceAddress?
+    public var directAddress: BluetoothAddress?
 
-    public init(format: Format, eventType: UInt16, addressType: CaptureAddressType, address: DeviceAddress, data: [UInt8],
+    public init(format: Format, eventType: UInt16, addressType: CaptureAddressType, address: BluetoothAddress, data: [UInt8],
                 rssi: Int8?, txPower: Int8? = nil, primaryPHY: UInt8? = nil, secondaryPHY: UInt8? = nil, sid: UInt8? = nil,
                 periodicInterval: UInt16? = nil) {
         self.format = format
@@ -116,7 +117,7 @@ public struct LEConnectionComplete: Equatable, Sendable {
     /// 0x00 central, 0x01 peripheral (our role).
     public var role: UInt8
     public var peerAddressType: CaptureAddressType
-    public var peerAddress: DeviceAddress
+    public var peerAddress: BluetoothAddress
     /// Connection interval in 1.25 ms units.
     public var interval: UInt16
 }

@@ -1,3 +1,4 @@
+import Vocabulary
 /// Which way an HCI packet went.
 public enum HCIDirection: String, Hashable, Sendable {
     /// Host → controller (commands, outgoing ACL): what our side sent.
@@ -40,9 +41,9 @@ public enum CapturePacket: Sendable {
     case sco(HCIDirection)
     case iso(HCIDirection)
     /// Linux monitor: a controller appeared (`Type (1) | Bus (1) | BD_ADDR (6) | Name (8)`).
-    case newIndex(type: UInt8, bus: UInt8, address: DeviceAddress, name: String)
+    case newIndex(type: UInt8, bus: UInt8, address: BluetoothAddress, name: String)
     /// Linux monitor: controller information (`BD_ADDR (6) | Manufacturer (2)`).
-    case indexInfo(address: DeviceAddress, manufacturer: UInt16)
+    case indexInfo(address: BluetoothAddress, manufacturer: UInt16)
     /// Linux monitor records that carry no HCI packet (open/close/delete index,
     /// notes, logging, management channel), by opcode.
     case monitor(opcode: UInt16)

@@ -1,3 +1,4 @@
+import Vocabulary
 /// A bounds-checked cursor over a byte buffer. Little-endian by default
 /// (Bluetooth byte order), with `…BE` variants for vendor formats.
 ///
@@ -272,8 +273,13 @@ public struct ByteReader: Sendable {
         return BluetoothUUID(high: hi, low: lo)
     }
     /// A 6-byte device address in air (little-endian) order.
-    public mutating func address(_ field: String? = nil) throws(DecodeError) -> DeviceAddress {
-        DeviceAddress(rawValue: try readUnsigned(6, bigEndian: false, field ?? "device address", "48-bit address"))
+    public mutating func address(_ field: String? = nil) throws(DecodeError) -> BluetoothAddress {
+        BluetoothAddress(value: try readUnsigned(6, bigEndian: false, field ?? "device address", "48-bit address"))
+    }
+    /// A 6-byte address as written (most significant byte first), as some
+    /// vendors put the device's MAC in their payload.
+    public mutating func addressAsWritten(_ field: String? = nil) throws(DecodeError) -> BluetoothAddress {
+        BluetoothAddress(value: try readUnsigned(6, bigEndian: true, field ?? "device address", "48-bit address"))
     }
 }
 

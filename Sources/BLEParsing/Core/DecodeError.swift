@@ -1,3 +1,4 @@
+import Vocabulary
 /// The error type of every `BLEParsing` decoder. (A btsnoop file that cannot
 /// be framed into records is a ``CaptureError``, which names the record and
 /// the file offset instead of a decoder context.)
@@ -124,54 +125,14 @@ public func hexString<T: FixedWidthInteger>(_ value: T, digits: Int = MemoryLayo
 }
 
 /// Lower-case hex of a byte sequence without separators (`"0a1b"`).
-/// "0123456789abcdef" as bytes.
-let hexDigitsLower: [UInt8] = Array("0123456789abcdef".utf8)
+public func hexString<C: Collection>(bytes: C) -> String where C.Element == UInt8 { Hex.string(bytes) }
 
-public func hexString<C: Collection>(bytes: C) -> String where C.Element == UInt8 {
-    let digits = hexDigitsLower
-    var out = [UInt8]()
-    out.reserveCapacity(bytes.count * 2)
-    for b in bytes {
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0x0F)])
-    }
-    return String(decoding: out, as: UTF8.self)
-}
-
-/// Parses a hex string ("0a1B", "0a 1b", "0a:1b", optional "0x" prefix) into bytes.
+/// Reads hex bytes as ``Hex/bytes(_:)`` does ("0a1B", "0a 1b", "0a:1b",
+/// optional "0x"), with the failure as a ``DecodeError`` naming `context`.
 public func parseHex(_ text: String, context: String = "hex input") throws(DecodeError) -> [UInt8] {
-    var out = [UInt8]()
-    out.reserveCapacity(text.utf8.count / 2)
-    var high: UInt8? = nil
-    var utf8 = Substring(text).utf8[...]
-    if utf8.starts(with: "0x".utf8) || utf8.starts(with: "0X".utf8) { utf8 = utf8.dropFirst(2) }
-    var index = 0
-    for c in utf8 {
-        defer { index += 1 }
-        let nibble: UInt8
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): nibble = c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): nibble = c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): nibble = c - UInt8(ascii: "A") + 10
-        case UInt8(ascii: " "), UInt8(ascii: ":"), UInt8(ascii: "-"), UInt8(ascii: "\n"), UInt8(ascii: "\t"):
-            if high != nil {
-                throw .invalidValue(context: context, offset: index, expected: "a second hex digit", found: "a separator")
-            }
-            continue
-        default:
-            throw .invalidValue(
-                context: context, offset: index, expected: "a hex digit",
-                found: "'\(String(decoding: [c], as: UTF8.self))'")
-        }
-        if let h = high {
-            out.append(h << 4 | nibble)
-            high = nil
-        } else {
-            high = nibble
-        }
+    do {
+        return try Hex.bytes(text)
+    } catch {
+        throw .invalidValue(context: context, offset: error.offset, expected: error.expected, found: text.utf8.count > 40 ? "\"\(text.prefix(40))…\"" : "\"\(text)\"")
     }
-    if high != nil {
-        throw .invalidValue(context: context, offset: nil, expected: "an even number of hex digits", found: "an odd number")
-    }
-    return out
 }

@@ -1,3 +1,4 @@
+import Vocabulary
 /// A JSON-shaped value used for a model's ordered `fields`.
 ///
 /// `.nested` keeps member order (it is an ordered list of name/value pairs),
@@ -156,7 +157,6 @@ public enum JSON {
 
     /// Appends a JSON string literal with the required escapes.
     public static func writeString(_ s: String, into out: inout [UInt8]) {
-        let hex = hexDigitsLower
         out.append(UInt8(ascii: "\""))
         for byte in s.utf8 {
             switch byte {
@@ -169,8 +169,8 @@ public enum JSON {
             case 0x0C: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "f"))
             case 0..<0x20, 0x7F:
                 out.append(contentsOf: "\\u00".utf8)
-                out.append(hex[Int(byte >> 4)])
-                out.append(hex[Int(byte & 0xF)])
+                out.append(Hex.digit(byte >> 4))
+                out.append(Hex.digit(byte))
             default: out.append(byte)
             }
         }

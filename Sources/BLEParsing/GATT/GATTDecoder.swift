@@ -1,3 +1,4 @@
+import Vocabulary
 /// Decodes GATT characteristic and descriptor values.
 ///
 ///     let value = try GATTDecoder.decode(characteristic: 0x2A37, value: [0x06, 0x48])

@@ -1,3 +1,4 @@
+import Vocabulary
 /// The result of decoding one GATT characteristic or descriptor value.
 ///
 /// `formatName` is always "gatt"; `modelName` is the snake_case

@@ -5,6 +5,7 @@ import BlueZ
 import DBus
 import Foundation
 import Locking
+import Vocabulary
 
 struct ConnectCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

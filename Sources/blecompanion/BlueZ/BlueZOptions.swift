@@ -4,6 +4,7 @@ import BlueZ
 import DBus
 import Domain
 import Foundation
+import Vocabulary
 
 /// Options every bluetoothd command shares.
 struct BlueZOptions: ParsableArguments {
@@ -97,9 +98,7 @@ func jsonLine(_ object: [String: Any]) -> String {
     return String(decoding: data, as: UTF8.self)
 }
 
-func hexString(_ bytes: [UInt8]) -> String {
-    bytes.map { String(format: "%02x", $0) }.joined()
-}
+func hexString(_ bytes: [UInt8]) -> String { Hex.string(bytes) }
 
 /// Decodes what a device advertises (the domain layer's glue to the parser).
 func decodedAdvertisement(_ device: Device, bindkey: [UInt8]? = nil) -> [AdvertisementModel] {

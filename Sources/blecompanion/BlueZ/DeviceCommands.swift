@@ -5,6 +5,7 @@ import BlueZ
 import DBus
 import Foundation
 import Locking
+import Vocabulary
 
 struct DevicesCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -233,10 +234,7 @@ func propertyText(_ v: DBusValue) -> String {
     }
 }
 
-func shortUUID(_ uuid: String) -> String {
-    if uuid.hasSuffix("-0000-1000-8000-00805f9b34fb"), uuid.hasPrefix("0000") { return "0x" + uuid.dropFirst(4).prefix(4) }
-    return uuid
-}
+func shortUUID(_ uuid: String) -> String { BluetoothUUID.short(uuid) }
 
 func sigName(_ uuid: String) -> String {
     guard let u = try? BluetoothUUID(parsing: uuid), let name = AssignedNumbers.name(for: u) else { return "" }

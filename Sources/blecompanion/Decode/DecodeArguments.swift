@@ -1,5 +1,6 @@
 import ArgumentParser
 import BLEParsing
+import Vocabulary
 
 /// Parsers for the `decode` command-line arguments. Each throws a
 /// `ValidationError` whose message says what was expected; ArgumentParser
@@ -7,12 +8,7 @@ import BLEParsing
 enum DecodeArguments {
     /// Hex bytes: upper/lower case, optional "0x" prefix, spaces, colons or dashes between bytes.
     static func hex(_ text: String) throws -> [UInt8] {
-        do {
-            return try parseHex(text.trimmingSpaces(), context: "hex")
-        } catch {
-            throw ValidationError(
-                "expected hex bytes such as 0x16485401 or \"16 48 54 01\" (\(error.expected), found \(error.found)\(error.offset.map { " at character \($0)" } ?? ""))")
-        }
+        do { return try Hex.bytes(text.trimmingSpaces()) } catch { throw ValidationError(error.description) }
     }
 
     /// A non-empty payload.
@@ -31,23 +27,14 @@ enum DecodeArguments {
         return bytes
     }
 
-    /// "AA:BB:CC:DD:EE:FF", dashes instead of colons, or 12 hex digits.
-    static func mac(_ text: String) throws -> DeviceAddress {
-        do {
-            return try DeviceAddress(parsing: text.trimmingSpaces())
-        } catch {
-            throw ValidationError("expected a device address such as A4:C1:38:8D:18:B2 (\(error.expected), found \(error.found))")
-        }
+    /// "AA:BB:CC:DD:EE:FF", dashes or underscores instead of colons, or 12 hex digits.
+    static func mac(_ text: String) throws -> BluetoothAddress {
+        do { return try BluetoothAddress(text.trimmingSpaces()) } catch { throw ValidationError(error.description) }
     }
 
     /// "180d", "0x180D", "0000fcd2", or a full 128-bit UUID.
     static func uuid(_ text: String) throws -> BluetoothUUID {
-        do {
-            return try BluetoothUUID(parsing: text.trimmingSpaces())
-        } catch {
-            throw ValidationError(
-                "expected a Bluetooth UUID such as 2a37, 0xFCD2 or 0000180d-0000-1000-8000-00805f9b34fb (\(error.expected), found \(error.found))")
-        }
+        do { return try BluetoothUUID(parsing: text.trimmingSpaces()) } catch { throw ValidationError(error.description) }
     }
 
     /// "0x0499" / "0X499" (hex) or "1177" (decimal), 0...65535.

@@ -8,7 +8,8 @@
 /// - Parsing (`init(parsing:)`) accepts "180d", "0x180D", "0000180d", and the
 ///   full form with or without dashes, in any case.
 /// - Air order: 16/32/128-bit UUIDs are little-endian on air; use
-///   `init(littleEndianBytes:)` or `ByteReader.uuid16()` etc.
+///   `init(littleEndianBytes:)` (the parsing module's `ByteReader.uuid16()`
+///   etc. read them from a packet).
 public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The most significant 64 bits (the first 8 bytes of the canonical form).
     public let high: UInt64
@@ -35,66 +36,69 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         self.low = BluetoothUUID.baseLow
     }
 
-    /// From 2, 4 or 16 bytes in air (little-endian) order.
-    public init<C: Collection>(littleEndianBytes bytes: C) throws(DecodeError) where C.Element == UInt8 {
-        var r = ByteReader(Array(bytes), context: "UUID")
+    /// From 2, 4 or 16 bytes in air (little-endian) order; nil for any other count.
+    public init?<C: Collection>(littleEndianBytes bytes: C) where C.Element == UInt8 {
+        var v: (high: UInt64, low: UInt64) = (0, 0)
+        for (i, b) in bytes.enumerated() where i < 16 {
+            if i < 8 { v.low |= UInt64(b) << (8 * UInt64(i)) } else { v.high |= UInt64(b) << (8 * UInt64(i - 8)) }
+        }
         switch bytes.count {
-        case 2: self = try r.uuid16()
-        case 4: self = try r.uuid32()
-        case 16: self = try r.uuid128()
-        default:
-            throw DecodeError.invalidValue(
-                context: "UUID", offset: nil, expected: "2, 4 or 16 bytes", found: "\(bytes.count) bytes")
+        case 2: self.init(uuid16: UInt16(truncatingIfNeeded: v.low))
+        case 4: self.init(uuid32: UInt32(truncatingIfNeeded: v.low))
+        case 16: self.init(high: v.high, low: v.low)
+        default: return nil
         }
     }
 
-    /// From 16 bytes in canonical (big-endian, as written) order.
-    public init<C: Collection>(bigEndianBytes bytes: C) throws(DecodeError) where C.Element == UInt8 {
-        guard bytes.count == 16 else {
-            throw DecodeError.invalidValue(
-                context: "UUID", offset: nil, expected: "16 bytes", found: "\(bytes.count) bytes")
+    /// From 16 bytes in canonical (big-endian, as written) order; nil for any other count.
+    public init?<C: Collection>(bigEndianBytes bytes: C) where C.Element == UInt8 {
+        guard bytes.count == 16 else { return nil }
+        var h: UInt64 = 0, l: UInt64 = 0
+        for (i, b) in bytes.enumerated() {
+            if i < 8 { h = h << 8 | UInt64(b) } else { l = l << 8 | UInt64(b) }
         }
-        var r = ByteReader(Array(bytes), context: "UUID")
-        let h = try r.u64BE()
-        let l = try r.u64BE()
         self.init(high: h, low: l)
     }
 
-    /// Parses "180d", "0x180D", "0000180d", "0000180d-0000-1000-8000-00805f9b34fb"
-    /// or the same 32 hex digits without dashes.
-    public init(parsing text: String) throws(DecodeError) {
-        let ctx = "UUID \"\(text)\""
-        var digits: [UInt8] = []
-        digits.reserveCapacity(32)
+    static let spelling = "4 or 8 hex digits (\"180d\", \"0x180D\", \"0000fe95\") or 32, optionally 8-4-4-4-12 with dashes"
+
+    /// Reads "180d", "0x180D", "0000180d", "0000180d-0000-1000-8000-00805f9b34fb"
+    /// or the same 32 hex digits without dashes, in either case: the one
+    /// reader of UUIDs for the CLI, the configuration, scenario files, MQTT
+    /// and HTTP commands and BlueZ's own properties.
+    public init(parsing text: String) throws(SpellingError) {
         var utf8 = Substring(text).utf8[...]
-        if utf8.starts(with: "0x".utf8) || utf8.starts(with: "0X".utf8) { utf8 = utf8.dropFirst(2) }
+        var skipped = 0
+        if utf8.starts(with: "0x".utf8) || utf8.starts(with: "0X".utf8) { utf8 = utf8.dropFirst(2); skipped = 2 }
+        var high: UInt64 = 0, low: UInt64 = 0
+        var digits = 0
         var dashes: [Int] = []
         for (i, c) in utf8.enumerated() {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): digits.append(c - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): digits.append(c - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): digits.append(c - UInt8(ascii: "A") + 10)
-            case UInt8(ascii: "-"): dashes.append(i)
-            default:
-                throw DecodeError.invalidValue(
-                    context: ctx, offset: i, expected: "a hex digit or '-'",
-                    found: "'\(String(decoding: [c], as: UTF8.self))'")
-            }
+            if c == 0x2D { dashes.append(i); continue }
+            guard let d = Hex.value(c) else { throw SpellingError(.uuid, text, expected: Self.spelling, offset: skipped + i) }
+            guard digits < 32 else { throw SpellingError(.uuid, text, expected: Self.spelling) }
+            if digits < 16 { high = high << 4 | UInt64(d) } else { low = low << 4 | UInt64(d) }
+            digits += 1
         }
-        func value(_ ds: ArraySlice<UInt8>) -> UInt64 { ds.reduce(0) { $0 << 4 | UInt64($1) } }
-        switch digits.count {
-        case 4 where dashes.isEmpty:
-            self.init(uuid16: UInt16(value(digits[...])))
-        case 8 where dashes.isEmpty:
-            self.init(uuid32: UInt32(value(digits[...])))
-        case 32 where dashes.isEmpty || dashes == [8, 13, 18, 23]:
-            self.init(high: value(digits[0..<16]), low: value(digits[16..<32]))
-        default:
-            throw DecodeError.invalidValue(
-                context: ctx, offset: nil,
-                expected: "4, 8 or 32 hex digits (optionally 8-4-4-4-12 with dashes)",
-                found: "\(digits.count) hex digits" + (dashes.isEmpty ? "" : " with dashes at \(dashes)"))
+        switch digits {
+        case 4 where dashes.isEmpty: self.init(uuid16: UInt16(truncatingIfNeeded: high))
+        case 8 where dashes.isEmpty: self.init(uuid32: UInt32(truncatingIfNeeded: high))
+        case 32 where (dashes.isEmpty || dashes == [8, 13, 18, 23]): self.init(high: high, low: low)
+        default: throw SpellingError(.uuid, text, expected: Self.spelling)
         }
+    }
+
+    /// The short form of `text` (``shortString``: "180d" for a SIG UUID)
+    /// if it spells a UUID, else `text` lower-cased: what every front end
+    /// shows for a UUID.
+    public static func short(_ text: String) -> String {
+        (try? BluetoothUUID(parsing: text))?.shortString ?? text.lowercased()
+    }
+
+    /// The canonical form of `text` if it spells a UUID (BlueZ's properties
+    /// hold that form), else nil.
+    public static func canonical(_ text: String) -> String? {
+        (try? BluetoothUUID(parsing: text))?.string
     }
 
     /// `true` if this is a SIG-assigned 16/32-bit UUID on the base UUID.
@@ -165,9 +169,10 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     }
 
     private func hex(_ v: UInt64, _ digits: Int) -> String {
-        var s = String(v, radix: 16)
-        if s.count < digits { s = String(repeating: "0", count: digits - s.count) + s }
-        return s
+        String(unsafeUninitializedCapacity: digits) { out in
+            for k in 0..<digits { out[k] = Hex.digit(UInt8(truncatingIfNeeded: v >> UInt64(4 * (digits - 1 - k)))) }
+            return digits
+        }
     }
 }
 
