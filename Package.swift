@@ -153,7 +153,7 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking"]),
-        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig"]),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "Vocabulary"]),
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", "Locking", .product(name: "Logging", package: "swift-log")]),

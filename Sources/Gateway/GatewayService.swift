@@ -14,32 +14,20 @@ import Vocabulary
 
 extension GatewayOptions {
     /// The options a validated configuration file describes. `stateDirectory`
-    /// is used when the file names none.
-    public init(configuration c: GatewayConfiguration, stateDirectory fallback: URL) throws(GatewayConfigError) {
-        func problem(_ key: String, _ message: String) -> GatewayConfigError {
-            GatewayConfigError(file: "<config>", problems: [.init(line: nil, key: key, message: message)])
-        }
-        func address(_ text: String, _ key: String) throws(GatewayConfigError) -> BluetoothAddress {
-            do { return try BluetoothAddress(text) } catch { throw problem(key, "\(text) is not a Bluetooth address") }
-        }
+    /// is used when the file names none. Cannot fail: GatewayConfig read every
+    /// address, UUID and key already (through the shared vocabulary), and
+    /// reported a bad one with its key and line.
+    public init(configuration c: GatewayConfiguration, stateDirectory fallback: URL) {
         let topics = GatewayTopics(gatewayID: c.gatewayID, base: c.mqtt?.baseTopic ?? "blecompanion",
                                    discoveryPrefix: c.mqtt?.discoveryPrefix ?? "homeassistant")
         let selection: DeviceSelection
         switch c.selection {
         case .decodable: selection = .decodable
-        case let .allow(list):
-            var set: Set<BluetoothAddress> = []
-            for a in list { set.insert(try address(a, "devices.allow")) }
-            selection = .allow(set)
-        case let .deny(list):
-            var set: Set<BluetoothAddress> = []
-            for a in list { set.insert(try address(a, "devices.deny")) }
-            selection = .deny(set)
+        case let .allow(list): selection = .allow(Set(list))
+        case let .deny(list): selection = .deny(Set(list))
         }
-        var bindkeys: [BluetoothAddress: [UInt8]] = [:]
-        for (a, key) in c.bindkeys { bindkeys[try address(a, "devices.bindkeys")] = key }
         var watched: [BluetoothAddress: [String]] = [:]
-        for w in c.watched { watched[try address(w.address, "devices.watch")] = w.subscribe }
+        for w in c.watched { watched[w.address] = w.subscribe }
         var filter = DiscoveryFilter(uuids: c.filter.uuids, rssi: c.filter.rssi,
                                      transport: c.filter.transport.flatMap(DiscoveryFilter.Transport.init(rawValue:)))
         filter.duplicateData = c.filter.duplicateData
@@ -61,7 +49,7 @@ extension GatewayOptions {
                   adapter: c.adapter,
                   activeScan: c.scanMode == .active,
                   filter: filter,
-                  bindkeys: bindkeys,
+                  bindkeys: c.bindkeys,
                   watched: watched,
                   mqtt: mqtt,
                   queueCapacity: c.mqtt?.queueCapacity ?? 100_000,

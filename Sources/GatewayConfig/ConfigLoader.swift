@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 import Yams
 
 /// Reads the sections of a composed document into a ``GatewayConfiguration``,
@@ -124,13 +125,14 @@ struct ConfigLoader {
     func uuids(_ entry: Entry, what: String) -> [String] {
         guard let items = reader.list(entry) else { return [] }
         let expected = "a \(what): 16-bit like \"fcd2\" or 128-bit like \"0000fcd2-0000-1000-8000-00805f9b34fb\""
-        return items.compactMap { item in
+        return items.compactMap { item -> String? in
             guard let text = reader.text(item, expected: expected) else { return nil }
-            guard let uuid = Syntax.uuid(text) else {
-                reader.report(item, "expected \(expected), got \(ConfigReader.quote(text))")
+            do {
+                return try BluetoothUUID(parsing: text).string
+            } catch {
+                reader.report(item, "\(error)")
                 return nil
             }
-            return uuid
         }
     }
 
@@ -159,10 +161,11 @@ struct ConfigLoader {
         }
 
         if let entry = section.value("bindkeys"), let pairs = reader.keyedEntries(entry) {
-            var firstLines: [String: Int?] = [:]
+            var firstLines: [BluetoothAddress: Int?] = [:]
             for pair in pairs {
-                guard let address = Syntax.bluetoothAddress(pair.key) else {
-                    reader.report(line: pair.keyLine, key: pair.path, "expected a Bluetooth address like \"A4:C1:38:00:00:01\" as the key")
+                let address: BluetoothAddress
+                do { address = try BluetoothAddress(pair.key) } catch {
+                    reader.report(line: pair.keyLine, key: pair.path, error.description)
                     continue
                 }
                 if let first = firstLines[address] {
@@ -172,9 +175,13 @@ struct ConfigLoader {
                 firstLines[address] = pair.keyLine
                 let expected = "a bindkey of 32 hex characters (16 bytes)"
                 guard let text = reader.text(pair, expected: expected) else { continue }
-                guard let key = Syntax.bindkey(text) else {
-                    let found = text.allSatisfy(Syntax.isHex) ? "\(text.count) hex characters" : ConfigReader.quote(text)
-                    reader.report(pair, "expected \(expected), got \(found)")
+                let key: [UInt8]
+                do { key = try Hex.bytes(text) } catch {
+                    reader.report(pair, "a bindkey is 16 bytes of hex: \(error.description)")
+                    continue
+                }
+                guard key.count == 16 else {
+                    reader.report(pair, "expected \(expected), got \(key.count * 2) hex characters")
                     continue
                 }
                 configuration.bindkeys[address] = key
@@ -182,7 +189,7 @@ struct ConfigLoader {
         }
 
         if let entry = section.value("watch"), let items = reader.list(entry) {
-            var firstLines: [String: Int?] = [:]
+            var firstLines: [BluetoothAddress: Int?] = [:]
             for item in items {
                 guard let device = reader.section(item.node, path: item.path, line: item.line, keys: Self.watchKeys,
                                                   what: "a mapping like { address: \"C0:FF:EE:00:00:01\", subscribe: [2a37] }") else { continue }
@@ -208,18 +215,17 @@ struct ConfigLoader {
         }
     }
 
-    func address(_ entry: Entry) -> String? {
+    func address(_ entry: Entry) -> BluetoothAddress? {
         let expected = "a Bluetooth address like \"A4:C1:38:00:00:01\""
         guard let text = reader.text(entry, expected: expected) else { return nil }
-        guard let address = Syntax.bluetoothAddress(text) else {
-            reader.report(entry, "expected \(expected), got \(ConfigReader.quote(text))")
+        do { return try BluetoothAddress(text) } catch {
+            reader.report(entry, error.description)
             return nil
         }
-        return address
     }
 
-    /// A list of addresses, normalised; `nil` when any is invalid (reported).
-    func addresses(_ entry: Entry) -> [String]? {
+    /// A list of addresses; `nil` when any is invalid (reported).
+    func addresses(_ entry: Entry) -> [BluetoothAddress]? {
         guard let items = reader.list(entry) else { return nil }
         let addresses = items.map(address)
         let valid = addresses.compactMap { $0 }

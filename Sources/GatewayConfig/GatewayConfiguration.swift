@@ -1,6 +1,7 @@
 // Gateway configuration: the model of `blecompanion gateway --config FILE`.
 // The YAML layout is documented in docs/GATEWAY-CONFIG.md.
 import Foundation
+import Vocabulary
 
 /// Everything the headless gateway reads from its YAML configuration file.
 ///
@@ -28,7 +29,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var transport: String?
         /// Only report devices heard at least this strong, -127…20 dBm.
         public var rssi: Int16?
-        /// Service UUIDs, lower-cased: 16-bit (`"fcd2"`) or the full 128-bit form.
+        /// Service UUIDs in BlueZ's form (lower-case, 128-bit), whichever spelling the file used.
         public var uuids: [String]
         /// Report every advertisement, not only changed data.
         public var duplicateData: Bool?
@@ -44,24 +45,23 @@ public struct GatewayConfiguration: Sendable, Equatable {
         }
     }
 
-    /// Which devices the gateway publishes. Addresses are upper-case `AA:BB:CC:DD:EE:FF`.
+    /// Which devices the gateway publishes.
     public enum Selection: Sendable, Equatable {
         /// Every device whose advertisements decode.
         case decodable
         /// Only these devices.
-        case allow([String])
+        case allow([BluetoothAddress])
         /// Every decodable device except these.
-        case deny([String])
+        case deny([BluetoothAddress])
     }
 
     /// A device the gateway connects to, subscribing to GATT characteristics.
     public struct Watched: Sendable, Equatable {
-        /// Upper-case `AA:BB:CC:DD:EE:FF`.
-        public var address: String
-        /// Characteristic UUIDs, lower-cased, 16-bit or 128-bit.
+        public var address: BluetoothAddress
+        /// Characteristic UUIDs in BlueZ's form (lower-case, 128-bit).
         public var subscribe: [String]
 
-        public init(address: String, subscribe: [String] = []) {
+        public init(address: BluetoothAddress, subscribe: [String] = []) {
             self.address = address
             self.subscribe = subscribe
         }
@@ -192,7 +192,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var filter: DiscoveryFilter
     public var selection: Selection
     /// Address → 16-byte AES key for encrypted advertisements.
-    public var bindkeys: [String: [UInt8]]
+    public var bindkeys: [BluetoothAddress: [UInt8]]
     public var watched: [Watched]
     /// Seconds: a device not heard for this long is published offline.
     public var expireAfter: TimeInterval

@@ -6,33 +6,10 @@ import Musl
 import Darwin
 #endif
 
-/// Syntax of the values that are more than a type: addresses, UUIDs, keys, names.
+/// Syntax of the values that are more than a type and not Bluetooth words
+/// (addresses, UUIDs and hex are read by the Vocabulary module).
 /// Each check returns the normalised value, or `nil` when it does not fit.
 enum Syntax {
-    static func isHex(_ character: Character) -> Bool { character.isASCII && character.isHexDigit }
-
-    /// `aa:bb:cc:dd:ee:ff` in any case → `AA:BB:CC:DD:EE:FF`.
-    static func bluetoothAddress(_ text: String) -> String? {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 6, parts.allSatisfy({ $0.count == 2 && $0.allSatisfy(isHex) }) else { return nil }
-        return text.uppercased()
-    }
-
-    /// `180f` (16-bit) or `0000180f-0000-1000-8000-00805f9b34fb` (128-bit) in any case → lower case.
-    static func uuid(_ text: String) -> String? {
-        if text.count == 4, text.allSatisfy(isHex) { return text.lowercased() }
-        let groups = text.split(separator: "-", omittingEmptySubsequences: false)
-        guard groups.map(\.count) == [8, 4, 4, 4, 12], groups.allSatisfy({ $0.allSatisfy(isHex) }) else { return nil }
-        return text.lowercased()
-    }
-
-    /// 32 hex characters → 16 bytes.
-    static func bindkey(_ text: String) -> [UInt8]? {
-        let characters = Array(text)
-        guard characters.count == 32, characters.allSatisfy(isHex) else { return nil }
-        return stride(from: 0, to: 32, by: 2).compactMap { UInt8(String(characters[$0...$0 + 1]), radix: 16) }
-    }
-
     /// `hci0`, `hci1`, … (no leading zeros).
     static func isAdapterName(_ text: String) -> Bool {
         guard text.hasPrefix("hci") else { return false }

@@ -63,11 +63,8 @@ struct GatewayCLICommand: AsyncParsableCommand {
         var options: GatewayOptions
         do {
             let fallback = try SettingsStore.defaultDirectory(override: stateDir)
-            options = try GatewayOptions(configuration: configuration, stateDirectory: fallback)
+            options = GatewayOptions(configuration: configuration, stateDirectory: fallback)
             if let stateDir { options.stateDirectory = URL(fileURLWithPath: stateDir) }
-        } catch let error as GatewayConfigError {
-            logger.critical("invalid gateway configuration: \(error.description)")
-            throw ExitCode(GatewayExitCode.config.rawValue)
         } catch {
             logger.critical("\(error)")
             throw ExitCode(GatewayExitCode.ioError.rawValue)

@@ -1,6 +1,7 @@
 // Gateway configuration: loading, defaults and every validation rule.
 import Foundation
 import Testing
+import Vocabulary
 @testable import GatewayConfig
 
 typealias Problem = GatewayConfigError.Problem
@@ -39,11 +40,11 @@ func write(_ text: String, to url: URL) throws {
     #expect(configuration.adapter == "hci0")
     #expect(configuration.scanMode == .active)
     #expect(configuration.filter == .init(transport: "le", rssi: -90, uuids: [], duplicateData: true, pattern: nil))
-    #expect(configuration.selection == .deny(["DC:2C:26:01:02:03"]))
+    #expect(configuration.selection == .deny([try BluetoothAddress("DC:2C:26:01:02:03")]))
     #expect(configuration.bindkeys == [
-        "A4:C1:38:8D:18:B2": [0x23, 0x1D, 0x39, 0xC1, 0xD7, 0xCC, 0x1A, 0xB1, 0xAE, 0xE2, 0x24, 0xCD, 0x09, 0x6D, 0xB9, 0x32],
+        try BluetoothAddress("A4:C1:38:8D:18:B2"): [0x23, 0x1D, 0x39, 0xC1, 0xD7, 0xCC, 0x1A, 0xB1, 0xAE, 0xE2, 0x24, 0xCD, 0x09, 0x6D, 0xB9, 0x32],
     ])
-    #expect(configuration.watched == [.init(address: "E4:5F:01:AA:10:01", subscribe: ["2a37"])])
+    #expect(configuration.watched == [.init(address: try BluetoothAddress("E4:5F:01:AA:10:01"), subscribe: ["00002a37-0000-1000-8000-00805f9b34fb"])])
     #expect(configuration.expireAfter == 300)
     #expect(configuration.publish == .init(minInterval: 5, heartbeat: 300))
     #expect(configuration.mqtt == .init(
@@ -81,9 +82,9 @@ func write(_ text: String, to url: URL) throws {
     #expect(configuration.bus == .system)
     #expect(configuration.adapter == "hci1")
     #expect(configuration.scanMode == .passive)
-    #expect(configuration.filter.uuids == ["fcd2", "fe95", "0000fcd2-0000-1000-8000-00805f9b34fb"])
+    #expect(configuration.filter.uuids == ["0000fcd2-0000-1000-8000-00805f9b34fb", "0000fe95-0000-1000-8000-00805f9b34fb", "0000fcd2-0000-1000-8000-00805f9b34fb"])
     #expect(configuration.filter.pattern == "")
-    #expect(configuration.selection == .allow(["A4:C1:38:00:00:01", "A4:C1:38:00:00:02"]))
+    #expect(configuration.selection == .allow([try BluetoothAddress("A4:C1:38:00:00:01"), try BluetoothAddress("A4:C1:38:00:00:02")]))
     #expect(configuration.expireAfter == 90.5)
     #expect(configuration.publish == .init(minInterval: 0.25, heartbeat: nil))
     #expect(configuration.mqtt?.host == "broker.local")
@@ -339,11 +340,11 @@ struct Rule: Sendable, CustomTestStringConvertible {
     Rule(yaml: "bluez:\n  adapter: hci01\n", key: "bluez.adapter", line: 2, message: "expected an adapter name like \"hci0\", got \"hci01\""),
     // Bluetooth addresses.
     Rule(yaml: "devices:\n  allow:\n    - A4:C1:38:00:00:01\n    - A4:C1:38:00:00\n", key: "devices.allow[1]", line: 4,
-         message: "expected a Bluetooth address like \"A4:C1:38:00:00:01\", got \"A4:C1:38:00:00\""),
-    Rule(yaml: "devices:\n  deny: [ \"A4-C1-38-00-00-01\" ]\n", key: "devices.deny[0]", line: 2,
-         message: "expected a Bluetooth address like \"A4:C1:38:00:00:01\", got \"A4-C1-38-00-00-01\""),
+         message: "\"A4:C1:38:00:00\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF, with ':', '-' or '_' between them or none)"),
+    Rule(yaml: "devices:\n  deny: [ \"A4:C1:38-00-00-01\" ]\n", key: "devices.deny[0]", line: 2,
+         message: "\"A4:C1:38-00-00-01\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF, with ':', '-' or '_' between them or none, at character 9)"),
     Rule(yaml: "devices:\n  watch:\n    - address: C0:FF:EE:00:00:0G\n", key: "devices.watch[0].address", line: 3,
-         message: "expected a Bluetooth address like \"A4:C1:38:00:00:01\", got \"C0:FF:EE:00:00:0G\""),
+         message: "\"C0:FF:EE:00:00:0G\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF, with ':', '-' or '_' between them or none, at character 17)"),
     Rule(yaml: "devices:\n  watch:\n    - subscribe: [2a37]\n", key: "devices.watch[0].address", line: 3,
          message: "missing; every watched device needs its address"),
     Rule(yaml: "devices:\n  watch:\n    - C0:FF:EE:00:00:01\n", key: "devices.watch[0]", line: 3,
@@ -354,21 +355,21 @@ struct Rule: Sendable, CustomTestStringConvertible {
          message: "an empty allow list would ignore every device; leave the key out to take every device whose advertisements decode"),
     // Bindkeys.
     Rule(yaml: "devices:\n  bindkeys:\n    \"A4:C1:38\": 231d39c1d7cc1ab1aee224cd096db932\n", key: "devices.bindkeys[\"A4:C1:38\"]", line: 3,
-         message: "expected a Bluetooth address like \"A4:C1:38:00:00:01\" as the key"),
+         message: "\"A4:C1:38\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF, with ':', '-' or '_' between them or none)"),
     Rule(yaml: "devices:\n  bindkeys:\n    A4:C1:38:00:00:02: 231d39c1d7cc1ab1aee224cd096db9\n", key: "devices.bindkeys[\"A4:C1:38:00:00:02\"]", line: 3,
          message: "expected a bindkey of 32 hex characters (16 bytes), got 30 hex characters"),
     Rule(yaml: "devices:\n  bindkeys:\n    A4:C1:38:00:00:02: \"231d39c1d7cc1ab1aee224cd096db93z\"\n", key: "devices.bindkeys[\"A4:C1:38:00:00:02\"]", line: 3,
-         message: "expected a bindkey of 32 hex characters (16 bytes), got \"231d39c1d7cc1ab1aee224cd096db93z\""),
+         message: "a bindkey is 16 bytes of hex: \"231d39c1d7cc1ab1aee224cd096db93z\" is not hex bytes (expected hex digits such as 0a1b, \"0a 1b\" or 0a:1b, at character 32)"),
     Rule(yaml: "devices:\n  bindkeys:\n    A4:C1:38:00:00:02: 231d39c1d7cc1ab1aee224cd096db932\n    a4:c1:38:00:00:02: 00000000000000000000000000000000\n",
          key: "devices.bindkeys[\"a4:c1:38:00:00:02\"]", line: 4, message: "a second bindkey for A4:C1:38:00:00:02; the first is on line 3"),
     Rule(yaml: "devices:\n  bindkeys: [231d39c1d7cc1ab1aee224cd096db932]\n", key: "devices.bindkeys", line: 2, message: "expected a mapping, got a list"),
     // UUIDs.
     Rule(yaml: "bluez:\n  scan:\n    filter:\n      uuids:\n        - fcd2\n        - fcd\n", key: "bluez.scan.filter.uuids[1]", line: 6,
-         message: "expected a service UUID: 16-bit like \"fcd2\" or 128-bit like \"0000fcd2-0000-1000-8000-00805f9b34fb\", got \"fcd\""),
+         message: "\"fcd\" is not a Bluetooth UUID (expected 4 or 8 hex digits (\"180d\", \"0x180D\", \"0000fe95\") or 32, optionally 8-4-4-4-12 with dashes)"),
     Rule(yaml: "bluez:\n  scan: { filter: { uuids: [\"0000fcd2-0000-1000-8000-00805f9b34f\"] } }\n", key: "bluez.scan.filter.uuids[0]", line: 2,
-         message: "got \"0000fcd2-0000-1000-8000-00805f9b34f\"", exact: false),
+         message: "\"0000fcd2-0000-1000-8000-00805f9b34f\" is not a Bluetooth UUID", exact: false),
     Rule(yaml: "devices:\n  watch:\n    - address: C0:FF:EE:00:00:01\n      subscribe: [ heart_rate ]\n", key: "devices.watch[0].subscribe[0]", line: 4,
-         message: "expected a characteristic UUID: 16-bit like \"fcd2\" or 128-bit like \"0000fcd2-0000-1000-8000-00805f9b34fb\", got \"heart_rate\""),
+         message: "\"heart_rate\" is not a Bluetooth UUID (expected 4 or 8 hex digits (\"180d\", \"0x180D\", \"0000fe95\") or 32, optionally 8-4-4-4-12 with dashes, at character 1)"),
     // Keys that exclude or need each other.
     Rule(yaml: "devices:\n  allow: [\"A4:C1:38:00:00:01\"]\n  deny: [\"A4:C1:38:00:00:02\"]\n", key: "devices.deny", line: 3,
          message: "cannot be combined with devices.allow (line 2); give one list, or neither to take every device whose advertisements decode"),
@@ -474,7 +475,7 @@ func eachRuleReportsKeyLineAndMessage(_ rule: Rule) {
         Problem(line: 5, key: "mqtt.port", message: "expected an integer 1…65535, got 70000"),
         Problem(line: 6, key: "mqtt.port", message: "duplicate key; first given on line 5"),
         Problem(line: 8, key: "devices.bindkeys[\"A4:C1:38:00:00:02\"]", message: "expected a bindkey of 32 hex characters (16 bytes), got 2 hex characters"),
-        Problem(line: 9, key: "devices.allow[0]", message: "expected a Bluetooth address like \"A4:C1:38:00:00:01\", got \"nope\""),
+        Problem(line: 9, key: "devices.allow[0]", message: "\"nope\" is not a Bluetooth address (expected six hex pairs like AA:BB:CC:DD:EE:FF, with ':', '-' or '_' between them or none)"),
         Problem(line: 12, key: "bluez.bus",
                 message: "expected \"system\", \"session\" or a D-Bus address like \"unix:path=/run/dbus/system_bus_socket\", got \"sytem\"; did you mean \"system\"?"),
     ])
@@ -599,4 +600,26 @@ func intervalKeysRefuseNumbersOutsideTheirBounds(template: String, value: String
     let refused = problems("bluez:\n  ping_interval: -1\n")
     #expect(refused.count == 1 && refused.first?.key == "bluez.ping_interval" && refused.first?.line == 2, "\(refused)")
     #expect(problems("bluez:\n  ping_interval: often\n").first?.key == "bluez.ping_interval")
+}
+
+/// The configuration reads addresses, UUIDs and keys through the shared
+/// vocabulary: every spelling the CLI, scenario files and the HTTP API take
+/// is taken here too, and comes out as one value.
+@Test func everySpellingOfAnAddressOrUUIDTheCLITakesLoads() throws {
+    let configuration = try GatewayConfiguration.parse("""
+        bluez:
+          scan:
+            filter:
+              uuids: [ "0xFCD2", "0000fe95", "0000181A-0000-1000-8000-00805F9B34FB", "0000181a00001000800000805f9b34fb" ]
+        devices:
+          allow: [ "a4:c1:38:00:00:01", "A4-C1-38-00-00-02", "A4_C1_38_00_00_03", "a4c138000004" ]
+          bindkeys: { "a4c138000001": "23 1d 39 c1 d7 cc 1a b1 ae e2 24 cd 09 6d b9 32" }
+        """)
+    #expect(configuration.filter.uuids == [
+        "0000fcd2-0000-1000-8000-00805f9b34fb", "0000fe95-0000-1000-8000-00805f9b34fb",
+        "0000181a-0000-1000-8000-00805f9b34fb", "0000181a-0000-1000-8000-00805f9b34fb",
+    ])
+    let expected = try (1...4).map { try BluetoothAddress("A4:C1:38:00:00:0\($0)") }
+    #expect(configuration.selection == .allow(expected))
+    #expect(configuration.bindkeys[expected[0]]?.count == 16)
 }
