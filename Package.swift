@@ -71,7 +71,7 @@ let package = Package(
         // MQTT client for the headless gateway: libmosquitto, imported internally.
         .target(name: "MQTT", dependencies: ["CMosquitto", "Locking"]),
         // A small HTTP/1.1 server on POSIX sockets (local API of the gateway): no NIO, builds in seconds.
-        .target(name: "HTTPServer", dependencies: ["CPosix", "Locking"]),
+        .target(name: "HTTPServer", dependencies: ["Vocabulary", "CPosix", "Locking"]),
         // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.
         .target(name: "ServiceSupport", dependencies: ["Locking", .product(name: "Logging", package: "swift-log")]),
         // The gateway's configuration file (YAML): model, parsing, validation with key + line.

@@ -97,7 +97,7 @@ public enum ScenarioImporter {
     }
 
     public struct Result: Sendable {
-        public var scenario: JSONText
+        public var scenario: JSONValue
         public var summary: Summary
         /// The timeline events alone passed ``Options/sizeLimit``: conversion
         /// stopped there, and `scenario` is incomplete.
@@ -110,7 +110,7 @@ public enum ScenarioImporter {
         let limit: Int
         var spent = 0
         var exceeded: Bool { spent > limit }
-        mutating func spend(_ event: JSONText) {
+        mutating func spend(_ event: JSONValue) {
             if limit < .max { spent &+= event.compact.utf8.count }
         }
     }
@@ -164,7 +164,7 @@ public enum ScenarioImporter {
         /// advertising folded so far and their GATT layouts.
         public func finish(_ timeline: CaptureTimeline) -> Result {
             var notes = notes
-            var root: [(String, JSONText)] = [
+            var root: [(String, JSONValue)] = [
                 ("name", .string(options.name)),
                 ("description", .string("Imported from \(options.sourceName) by blecompanion import-btsnoop (\(timeline.recordCount) records, \(timeline.datalink))")),
             ]
@@ -172,7 +172,7 @@ public enum ScenarioImporter {
                 root.append(("adapters", .array([.object([("id", .string("hci0")), ("address", .string(controller.address.description))])])))
                 if timeline.controllers.count > 1 { notes.add("controllers after the first are merged into hci0") }
             }
-            var devices: [JSONText] = []
+            var devices: [JSONValue] = []
             var summaries: [Summary.Device] = []
             if !budget.exceeded {
                 for device in timeline.devices {
@@ -235,17 +235,17 @@ public enum ScenarioImporter {
             if let t = ad.txPower { txPower = min(max(Int(t), -127), 20) }
         }
 
-        var manufacturerJSON: JSONText {
+        var manufacturerJSON: JSONValue {
             .object(manufacturerData.sorted { $0.key < $1.key }.map { (hexString($0.key), .string(hexString(bytes: $0.value))) })
         }
-        var serviceDataJSON: JSONText {
+        var serviceDataJSON: JSONValue {
             .object(serviceData.sorted { $0.key < $1.key }.map { ($0.key, .string(hexString(bytes: $0.value))) })
         }
-        var uuidsJSON: JSONText { .array(uuids.map { .string($0) }) }
+        var uuidsJSON: JSONValue { .array(uuids.map { .string($0) }) }
 
         /// The members that differ from `old` (all set ones when `old` is nil).
-        func members(since old: AdvertisedState?) -> [(String, JSONText)] {
-            var out: [(String, JSONText)] = []
+        func members(since old: AdvertisedState?) -> [(String, JSONValue)] {
+            var out: [(String, JSONValue)] = []
             if let rssi, rssi != old?.rssi { out.append(("rssi", .int(rssi))) }
             if let txPower, txPower != old?.txPower { out.append(("txPower", .int(txPower))) }
             if let name, name != old?.name { out.append(("name", .string(name))) }
@@ -272,7 +272,7 @@ public enum ScenarioImporter {
         var lastAt: Int64 = 0
         /// When the first one came (microseconds from the capture's start).
         var firstAt: Int64?
-        var events: [JSONText] = []
+        var events: [JSONValue] = []
         /// Change events in `events` (the first may say `present`).
         var changes = 0
         var connectable = false
@@ -303,7 +303,7 @@ public enum ScenarioImporter {
             }
             let changed = state.members(since: previous)
             guard !changed.isEmpty else { return }
-            let event = JSONText.object([("at", .seconds(microseconds: at))] + changed)
+            let event = JSONValue.object([("at", .seconds(microseconds: at))] + changed)
             budget.spend(event)
             if budget.exceeded {
                 stopped = true
@@ -317,8 +317,8 @@ public enum ScenarioImporter {
         }
     }
 
-    static func convert(_ d: CapturedDevice, advertising fold: AdvertisingFold, notes: inout Notes) -> (JSONText, Summary.Device) {
-        var members: [(String, JSONText)] = [
+    static func convert(_ d: CapturedDevice, advertising fold: AdvertisingFold, notes: inout Notes) -> (JSONValue, Summary.Device) {
+        var members: [(String, JSONValue)] = [
             ("address", .string(d.address.description)),
             ("addressType", .string(d.addressType.isRandom ? "random" : "public")),
         ]
@@ -379,25 +379,25 @@ public enum ScenarioImporter {
 
     static let cccd = BluetoothUUID(uuid16: 0x2902)
 
-    static func convertGATT(_ d: CapturedDevice, notes: inout Notes) -> (JSONText, Int, Int) {
-        var services: [JSONText] = []
+    static func convertGATT(_ d: CapturedDevice, notes: inout Notes) -> (JSONValue, Int, Int) {
+        var services: [JSONValue] = []
         var characteristicCount = 0
         var notificationCount = 0
         for s in d.services {
-            var service: [(String, JSONText)] = [("uuid", .string(s.uuid.shortString))]
+            var service: [(String, JSONValue)] = [("uuid", .string(s.uuid.shortString))]
             if !s.primary { service.append(("primary", .bool(false))) }
-            var characteristics: [JSONText] = []
+            var characteristics: [JSONValue] = []
             for c in s.characteristics {
                 characteristicCount += 1
-                var ch: [(String, JSONText)] = [("uuid", .string(c.uuid.shortString)), ("flags", .array(c.flags.map { .string($0) }))]
+                var ch: [(String, JSONValue)] = [("uuid", .string(c.uuid.shortString)), ("flags", .array(c.flags.map { .string($0) }))]
                 if let read = firstRead(d, handle: c.valueHandle) {
                     ch.append(("value", .string(hexString(bytes: read))))
                 } else if let error = d.attErrors.first(where: { $0.handle == c.valueHandle && $0.requestOpcode == 0x0A }) {
                     ch.append(("readError", readError(error.error)))
                 }
-                var descriptors: [JSONText] = []
+                var descriptors: [JSONValue] = []
                 for desc in c.descriptors {
-                    var dj: [(String, JSONText)] = [("uuid", .string(desc.uuid.shortString))]
+                    var dj: [(String, JSONValue)] = [("uuid", .string(desc.uuid.shortString))]
                     if desc.uuid == cccd {
                         dj.append(("flags", .array([.string("read"), .string("write")])))
                         dj.append(("value", .string("0000")))
@@ -414,7 +414,7 @@ public enum ScenarioImporter {
                     } else {
                         let base = subscriptionTime(d, c, before: pushed[0].timestamp) ?? pushed[0].timestamp
                         var last: Int64 = 0
-                        var events: [JSONText] = []
+                        var events: [JSONValue] = []
                         for p in pushed {
                             let at = max(CaptureTimeline.elapsed(from: base, to: p.timestamp), last)
                             guard at <= maxSeconds * 1_000_000 else { break }
@@ -453,7 +453,7 @@ public enum ScenarioImporter {
     /// read not permitted and the authentication/encryption errors →
     /// NotPermitted, offset/length → InvalidArguments, authorization →
     /// NotAuthorized, request not supported → NotSupported, others → Failed).
-    static func readError(_ code: UInt8) -> JSONText {
+    static func readError(_ code: UInt8) -> JSONValue {
         let name: String
         switch code {
         case 0x02, 0x05, 0x0C, 0x0F: name = "NotPermitted"

@@ -1,4 +1,5 @@
 // The values handlers see and return: headers, status, request, response.
+import Vocabulary
 
 /// Header fields in the order received (or added), with case-insensitive
 /// lookup by name (RFC 9110 §5.1: field names are case-insensitive).
@@ -306,20 +307,4 @@ func formatHostPort(_ host: String, _ port: Int) -> String {
 }
 
 /// A JSON string literal for `s` (RFC 8259 §7).
-func jsonStringLiteral(_ s: String) -> String {
-    var out = "\""
-    for scalar in s.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        case _ where scalar.value < 0x20:
-            let hex = String(scalar.value, radix: 16)
-            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out + "\""
-}
+func jsonStringLiteral(_ s: String) -> String { JSONValue.quote(s) }

@@ -318,39 +318,6 @@ struct ScenarioMappingTests {
     }
 }
 
-@Suite("Capture import: JSON text")
-struct JSONTextTests {
-    @Test func secondsAreExactDecimals() {
-        #expect(JSONText.seconds(microseconds: 0) == .number("0"))
-        #expect(JSONText.seconds(microseconds: 100_000) == .number("0.1"))
-        #expect(JSONText.seconds(microseconds: 2_000_000) == .number("2"))
-        #expect(JSONText.seconds(microseconds: 1) == .number("0.000001"))
-        #expect(JSONText.seconds(microseconds: 12_345_678) == .number("12.345678"))
-    }
-
-    @Test func stringsAreEscaped() throws {
-        let value = JSONText.object([("name", .string("a\"b\\c\n\u{01}é"))])
-        #expect(value.compact == #"{ "name": "a\"b\\c\n\u0001é" }"#)
-        let parsed = try JSONSerialization.jsonObject(with: Data(value.text.utf8)) as? [String: String]
-        #expect(parsed?["name"] == "a\"b\\c\n\u{01}é")
-    }
-
-    @Test func longValuesBreakAcrossLines() {
-        let long = JSONText.array((0..<40).map { .int($0) })
-        #expect(long.text.split(separator: "\n").count == 42)
-        #expect(JSONText.array([.int(1), .int(2)]).text == "[1, 2]\n")
-    }
-
-    @Test func textWithALimitIsTheSameTextOrNothing() {
-        let events = JSONText.array((0..<500).map { .object([("at", .seconds(microseconds: Int64($0) * 1000)), ("rssi", .int(-60 - $0 % 20))]) })
-        let document = JSONText.object([("name", .string("big")), ("devices", .array([.object([("timeline", events)])]))])
-        let whole = document.text
-        #expect(document.text(limit: whole.utf8.count) == whole)
-        #expect(document.text(limit: whole.utf8.count - 1) == nil)
-        #expect(document.text(limit: 100) == nil)
-    }
-}
-
 /// Test-local byte helpers (the BLEParsing test support is another target).
 enum Snoop {
     static let t0: Int64 = Btsnoop.unixEpochTimestamp + 1_717_243_200 * 1_000_000

@@ -155,34 +155,12 @@ public enum JSON {
         out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * level))
     }
 
-    /// Appends a JSON string literal with the required escapes.
-    public static func writeString(_ s: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        for byte in s.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): out.append(UInt8(ascii: "\\")); out.append(byte)
-            case UInt8(ascii: "\\"): out.append(UInt8(ascii: "\\")); out.append(byte)
-            case UInt8(ascii: "\n"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "n"))
-            case UInt8(ascii: "\r"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "r"))
-            case UInt8(ascii: "\t"): out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "t"))
-            case 0x08: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "b"))
-            case 0x0C: out.append(UInt8(ascii: "\\")); out.append(UInt8(ascii: "f"))
-            case 0..<0x20, 0x7F:
-                out.append(contentsOf: "\\u00".utf8)
-                out.append(Hex.digit(byte >> 4))
-                out.append(Hex.digit(byte))
-            default: out.append(byte)
-            }
-        }
-        out.append(UInt8(ascii: "\""))
-    }
+    /// Appends a JSON string literal with the required escapes (the one
+    /// escaper, ``JSONValue/appendQuoted(_:to:)``).
+    @inline(__always) public static func writeString(_ s: String, into out: inout [UInt8]) { JSONValue.appendQuoted(s, to: &out) }
 
     /// Appends a JSON string literal to a `String`.
-    public static func writeString(_ s: String, into out: inout String) {
-        var bytes: [UInt8] = []
-        writeString(s, into: &bytes)
-        out += String(decoding: bytes, as: UTF8.self)
-    }
+    public static func writeString(_ s: String, into out: inout String) { out += JSONValue.quote(s) }
 }
 
 /// A ready-made ``DecodedModel`` for decoders that do not need their own type.

@@ -1,10 +1,16 @@
-import BLEParsing
-/// A JSON value with members in insertion order, written the way the
-/// scenario files in fixtures/scenarios are: two-space indentation, short
-/// objects and arrays (timeline events, flag lists) on one line.
-public indirect enum JSONText: Equatable, Sendable {
-    case object([(String, JSONText)])
-    case array([JSONText])
+/// A JSON value to write, members in the order given: the one JSON writer
+/// of every module (scenario files from `record` and `import`, `--json`
+/// output, the HTTP API's bodies), with the one string escaper
+/// (``appendQuoted(_:to:)``).
+///
+/// ``text`` is the pretty form the scenario files in fixtures/scenarios use:
+/// two-space indentation, short flat objects and arrays (timeline events,
+/// flag lists) on one line. ``compact`` is one line; ``sortingKeys()`` orders
+/// every object's members by name, for output that must not depend on the
+/// order they were built in.
+public indirect enum JSONValue: Equatable, Sendable {
+    case object([(String, JSONValue)])
+    case array([JSONValue])
     case string(String)
     /// A number already formatted (integers, or seconds from ``seconds(microseconds:)``).
     case number(String)
@@ -16,16 +22,26 @@ public indirect enum JSONText: Equatable, Sendable {
 
     /// This value as pretty text for a place indented by `indent` (the
     /// indentation ``text`` gives it there), as a ``rendered(_:)`` value.
-    public func rendered(indent: Int) -> JSONText {
+    public func rendered(indent: Int) -> JSONValue {
         var out = ""
         _ = write(to: &out, indent: indent, limit: .max)
         return .rendered(out)
     }
 
-    public static func int<T: BinaryInteger>(_ v: T) -> JSONText { .number(String(v)) }
+    public static func int<T: BinaryInteger>(_ v: T) -> JSONValue { .number(String(v)) }
+
+    /// Bytes as one lower-case hex string (`"0a1b"`).
+    public static func hex<C: Collection>(_ bytes: C) -> JSONValue where C.Element == UInt8 { .string(Hex.string(bytes)) }
+
+    /// Seconds rounded to the millisecond, as few digits as needed:
+    /// 1.5 → `1.5`, 2 → `2`, 0.0004 → `0`; negative or not finite → `0`.
+    public static func seconds(_ t: Double) -> JSONValue {
+        guard t.isFinite, t > 0, t < 9.2e15 else { return .number("0") }
+        return seconds(microseconds: Int64((t * 1000).rounded()) * 1000)
+    }
 
     /// Microseconds as exact decimal seconds ("0.1", "2", "0.000001").
-    public static func seconds(microseconds us: Int64) -> JSONText {
+    public static func seconds(microseconds us: Int64) -> JSONValue {
         let whole = us / 1_000_000
         var fraction = String(us % 1_000_000)
         if fraction == "0" { return .number(String(whole)) }
@@ -34,7 +50,7 @@ public indirect enum JSONText: Equatable, Sendable {
         return .number("\(whole).\(fraction)")
     }
 
-    public static func == (a: JSONText, b: JSONText) -> Bool {
+    public static func == (a: JSONValue, b: JSONValue) -> Bool {
         switch (a, b) {
         case let (.object(x), .object(y)): return x.count == y.count && zip(x, y).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         case let (.array(x), .array(y)): return x == y
@@ -47,7 +63,7 @@ public indirect enum JSONText: Equatable, Sendable {
     }
 
     /// The member named `key` of an object.
-    public subscript(_ key: String) -> JSONText? {
+    public subscript(_ key: String) -> JSONValue? {
         guard case let .object(members) = self else { return nil }
         return members.first { $0.0 == key }?.1
     }
@@ -74,11 +90,11 @@ public indirect enum JSONText: Equatable, Sendable {
         switch self {
         case let .object(members):
             if members.isEmpty { return "{}" }
-            return "{ " + members.map { JSONText.quote($0.0) + ": " + $0.1.compact }.joined(separator: ", ") + " }"
+            return "{ " + members.map { JSONValue.quote($0.0) + ": " + $0.1.compact }.joined(separator: ", ") + " }"
         case let .array(items):
             if items.isEmpty { return "[]" }
             return "[" + items.map(\.compact).joined(separator: ", ") + "]"
-        case let .string(s): return JSONText.quote(s)
+        case let .string(s): return JSONValue.quote(s)
         case let .number(n): return n
         case let .bool(b): return b ? "true" : "false"
         case let .rendered(text): return text
@@ -129,7 +145,7 @@ public indirect enum JSONText: Equatable, Sendable {
         case let .object(members):
             out += "{\n"
             for (n, m) in members.enumerated() {
-                out += pad + JSONText.quote(m.0) + ": "
+                out += pad + JSONValue.quote(m.0) + ": "
                 guard m.1.write(to: &out, indent: indent + 2, limit: limit) else { return false }
                 out += n + 1 < members.count ? ",\n" : "\n"
             }
@@ -148,10 +164,43 @@ public indirect enum JSONText: Equatable, Sendable {
         return out.utf8.count <= limit
     }
 
-    /// A JSON string literal (BLEParsing's writer: the same escapes as every JSON we write).
-    static func quote(_ s: String) -> String {
-        var out = ""
-        JSON.writeString(s, into: &out)
-        return out
+    /// The same value with every object's members ordered by name (recursively).
+    public func sortingKeys() -> JSONValue {
+        switch self {
+        case let .object(members): return .object(members.map { ($0.0, $0.1.sortingKeys()) }.sorted { $0.0 < $1.0 })
+        case let .array(items): return .array(items.map { $0.sortingKeys() })
+        default: return self
+        }
+    }
+
+    /// `s` as a JSON string literal (RFC 8259 section 7).
+    public static func quote(_ s: String) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count + 2)
+        appendQuoted(s, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends `s` as a JSON string literal: `"` and `\` escaped, the short
+    /// escapes for newline, return, tab, backspace and form feed, `\u00XX`
+    /// for the other control characters and DEL; everything else as UTF-8.
+    public static func appendQuoted(_ s: String, to out: inout [UInt8]) {
+        out.append(0x22)
+        for byte in s.utf8 {
+            switch byte {
+            case 0x22, 0x5C: out.append(0x5C); out.append(byte)
+            case 0x0A: out.append(0x5C); out.append(UInt8(ascii: "n"))
+            case 0x0D: out.append(0x5C); out.append(UInt8(ascii: "r"))
+            case 0x09: out.append(0x5C); out.append(UInt8(ascii: "t"))
+            case 0x08: out.append(0x5C); out.append(UInt8(ascii: "b"))
+            case 0x0C: out.append(0x5C); out.append(UInt8(ascii: "f"))
+            case 0..<0x20, 0x7F:
+                out.append(contentsOf: "\\u00".utf8)
+                out.append(Hex.digit(byte >> 4))
+                out.append(Hex.digit(byte))
+            default: out.append(byte)
+            }
+        }
+        out.append(0x22)
     }
 }
