@@ -82,6 +82,11 @@ let package = Package(
             linkerSettings: [.linkedLibrary("m")]
         ),
 
+        // The scenario format (docs/SCENARIOS.md): model, reader (errors with line and column) and
+        // writer, shared by the simulator that plays it, `record` and `import-btsnoop` that write it.
+        // No D-Bus, no Foundation.
+        .target(name: "ScenarioFormat", dependencies: ["Vocabulary"]),
+
         // Capture import: a btsnoop timeline (BLEParsing) as simulator scenario JSON. Writes the
         // scenario format as text and does not import the simulator; its tests load the output through it.
         .target(name: "CaptureImport", dependencies: ["Vocabulary", "BLEParsing"]),
@@ -90,11 +95,11 @@ let package = Package(
         // The simulator deliberately does not import the client: tests of one
         // against the other must not share a mistake.
         .target(name: "BlueZ", dependencies: ["Vocabulary", "DBus", "Locking"]),
-        .target(name: "BlueZSimulator", dependencies: ["Vocabulary", "DBus"]),
+        .target(name: "BlueZSimulator", dependencies: ["Vocabulary", "ScenarioFormat", "DBus"]),
         // Capture and replay: records bluetoothd's tree and signals into a scenario
         // (the simulator's file format) and redacts it. Above both the client and the simulator,
         // which still do not import each other.
-        .target(name: "Capture", dependencies: ["Vocabulary", "BlueZ", "BlueZSimulator", "BLEParsing", "DBus", "Locking"]),
+        .target(name: "Capture", dependencies: ["Vocabulary", "BlueZ", "BlueZSimulator", "ScenarioFormat", "BLEParsing", "DBus", "Locking"]),
 
         // MARK: Layer 2: domain (repositories own the data) and presenters (State + Action + send)
         // Presenters may import the domain and parsing modules only — never a
@@ -120,20 +125,20 @@ let package = Package(
         .executableTarget(
             name: "blecompanion",
             dependencies: [
-                "Vocabulary", "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
+                "Vocabulary", "DBus", "BluetoothHCI", "BLEParsing", "BlueZ", "BlueZSimulator", "ScenarioFormat", "Capture", "Domain", "Presenters", "Dashboard", "TerminalUI",
                 "Gateway", "GatewayConfig", "ServiceSupport", "CaptureImport", "Bounds", "Locking", "CPosix",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(name: "bench", dependencies: [
-            "Vocabulary", "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "Domain", "Presenters", "Dashboard", "TerminalUI", "Gateway", "MQTT", "Locking",
+            "Vocabulary", "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "ScenarioFormat", "Domain", "Presenters", "Dashboard", "TerminalUI", "Gateway", "MQTT", "Locking",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["Vocabulary", "BLEParsing"], path: "Sources/ParsingFuzz"),
         // Fuzz harnesses for every other reader of outside bytes (scripts/fuzz-all).
         .executableTarget(name: "fuzz", dependencies: [
-            "Vocabulary", "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "CaptureImport", "Gateway", "GatewayConfig",
+            "Vocabulary", "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "ScenarioFormat", "CaptureImport", "Gateway", "GatewayConfig",
         ], path: "Sources/Fuzz"),
         // Test support: writes readings until killed (crash-consistency test).
         .executableTarget(name: "readings-writer", dependencies: ["Vocabulary", "Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),
@@ -142,14 +147,14 @@ let package = Package(
         .testTarget(name: "VocabularyTests", dependencies: ["Vocabulary"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
         .testTarget(name: "BLEParsingTests", dependencies: ["Vocabulary", "BLEParsing"]),
-        .testTarget(name: "CaptureImportTests", dependencies: ["Vocabulary", "CaptureImport", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport"]),
+        .testTarget(name: "CaptureImportTests", dependencies: ["Vocabulary", "CaptureImport", "BLEParsing", "BlueZSimulator", "ScenarioFormat", "DBus", "TestSupport"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.
         // replayReadings runs a fixture through the simulator, client, repository and presenter.
-        .target(name: "TestSupport", dependencies: ["Vocabulary", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CPosix", "Locking"],
+        .target(name: "TestSupport", dependencies: ["Vocabulary", "BlueZSimulator", "ScenarioFormat", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "CPosix", "Locking"],
                 path: "Tests/TestSupport"),
         .testTarget(name: "MQTTTests", dependencies: [
-            "Vocabulary", "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "TestSupport", "blecompanion", "Locking",
+            "Vocabulary", "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "ScenarioFormat", "DBus", "TestSupport", "blecompanion", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking"]),
@@ -157,15 +162,15 @@ let package = Package(
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", "Locking", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "BlueZTests", dependencies: ["Vocabulary", "BlueZ", "BlueZSimulator", "DBus", "TestSupport", "Locking"]),
-        .testTarget(name: "BlueZSimulatorTests", dependencies: ["Vocabulary", "BlueZSimulator", "DBus", "Locking"]),
+        .testTarget(name: "BlueZTests", dependencies: ["Vocabulary", "BlueZ", "BlueZSimulator", "ScenarioFormat", "DBus", "TestSupport", "Locking"]),
+        .testTarget(name: "BlueZSimulatorTests", dependencies: ["Vocabulary", "BlueZSimulator", "ScenarioFormat", "DBus", "Locking"]),
         .testTarget(name: "PresenterTests", dependencies: [
-            "Vocabulary", "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "DBus", "readings-writer", "TestSupport", "Locking",
+            "Vocabulary", "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "ScenarioFormat", "DBus", "readings-writer", "TestSupport", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "CLITests", dependencies: ["Vocabulary", "blecompanion", "DBus", "TestSupport", "Locking", "BlueZSimulator"]),
+        .testTarget(name: "CLITests", dependencies: ["Vocabulary", "blecompanion", "DBus", "TestSupport", "Locking", "BlueZSimulator", "ScenarioFormat"]),
         .testTarget(name: "CaptureTests", dependencies: [
-            "Vocabulary", "Capture", "BlueZSimulator", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport", "Locking",
+            "Vocabulary", "Capture", "BlueZSimulator", "ScenarioFormat", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport", "Locking",
         ]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
         .testTarget(name: "DashboardTests", dependencies: ["Vocabulary", "Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus", "Locking"], exclude: ["Snapshots"]),

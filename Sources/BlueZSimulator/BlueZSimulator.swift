@@ -1,4 +1,5 @@
 import DBus
+import ScenarioFormat
 
 /// An `org.bluez` service on a D-Bus bus, driven by scenario files: what
 /// stands in for bluetoothd on machines without a Bluetooth radio.

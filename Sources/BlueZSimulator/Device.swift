@@ -1,4 +1,5 @@
 import DBus
+import ScenarioFormat
 
 extension BlueZSimulator {
     static func deviceDescription(_ methods: [DBusMethodDescription], _ setters: [String: DBusPropertyDescription.Setter]) -> DBusInterfaceDescription {

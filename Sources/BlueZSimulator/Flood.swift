@@ -1,4 +1,5 @@
 import DBus
+import ScenarioFormat
 
 extension BlueZSimulator {
     /// The manufacturer data (company 0x0499) of change `k` of a flood: a

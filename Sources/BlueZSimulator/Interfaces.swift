@@ -1,4 +1,5 @@
 import DBus
+import ScenarioFormat
 
 /// Interface and error names of bluetoothd's D-Bus API (BlueZ doc/org.bluez.*.rst).
 enum BlueZ {

@@ -1,4 +1,5 @@
 import DBus
+import ScenarioFormat
 
 /// One event of the whole scenario's schedule (`--speed max`, `--loop`).
 struct PlaybackEvent: Sendable {

@@ -2,6 +2,7 @@ import BlueZ
 import BlueZSimulator
 import DBus
 import Locking
+import ScenarioFormat
 
 /// Records what bluetoothd (or the simulator) says on the bus: the object
 /// tree, then every InterfacesAdded/Removed and PropertiesChanged from

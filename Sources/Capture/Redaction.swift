@@ -1,6 +1,7 @@
 import BLEParsing
 import BlueZ
 import BlueZSimulator
+import ScenarioFormat
 import Vocabulary
 
 /// Makes a recording shareable: every Bluetooth address and every name is

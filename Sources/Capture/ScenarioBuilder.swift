@@ -1,6 +1,7 @@
 import BlueZ
 import BlueZSimulator
 import DBus
+import ScenarioFormat
 import Vocabulary
 
 /// Which part of bluetoothd's tree a recording keeps.

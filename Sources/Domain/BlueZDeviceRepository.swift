@@ -16,7 +16,7 @@ public enum AdvertisementReadings {
     /// it (their `DecodeError.context`, e.g. "BTHome v2"), for metrics.
     static func decodeCounting(_ device: Device, bindkey: [UInt8]?) -> (models: [AdvertisementModel], failures: [String]) {
         var adv = Advertisement(localName: device.name)
-        adv.address = try? BluetoothAddress(bytes: device.address.bytes)
+        adv.address = device.address
         for (company, data) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
             adv.manufacturerData.append(ManufacturerData(companyID: company, data: data))
         }

@@ -11,6 +11,7 @@ import CaptureImport
 @_spi(Fuzzing) import DBus
 import Gateway
 import GatewayConfig
+import ScenarioFormat
 import Vocabulary
 
 enum Harness: String, CaseIterable {

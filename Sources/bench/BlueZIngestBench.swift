@@ -4,6 +4,7 @@ import BlueZSimulator
 import DBus
 #if canImport(Glibc)
 import Glibc
+import ScenarioFormat
 #endif
 
 /// scripts/bench-bluez: advertisement ingest end to end.

@@ -5,6 +5,7 @@ import BlueZSimulator
 import DBus
 import Dispatch
 import Foundation
+import ScenarioFormat
 import TerminalUI
 import Vocabulary
 

@@ -3,6 +3,7 @@ import BLEParsing
 import BlueZSimulator
 import CaptureImport
 import Foundation
+import ScenarioFormat
 
 /// `blecompanion import-btsnoop FILE --out SCENARIO`: a btsnoop capture
 /// (btmon -w, Android HCI snoop log) as a simulator scenario. Parsing is

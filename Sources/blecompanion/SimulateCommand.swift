@@ -3,6 +3,7 @@ import BlueZSimulator
 import DBus
 import Dispatch
 import Foundation
+import ScenarioFormat
 
 /// `blecompanion simulate SCENARIO`: runs the BlueZ simulator as `org.bluez`
 /// on a bus, until SIGINT or SIGTERM. Without `--bus` it starts its own

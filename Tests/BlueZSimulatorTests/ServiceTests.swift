@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+@testable import ScenarioFormat
 import Testing
 @testable import BlueZSimulator
 

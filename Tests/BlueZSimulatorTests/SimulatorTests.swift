@@ -1,4 +1,5 @@
 import Foundation
+@testable import ScenarioFormat
 import Testing
 @testable import BlueZSimulator
 

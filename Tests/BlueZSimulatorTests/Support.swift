@@ -1,6 +1,7 @@
 import DBus
 import Foundation
 import Locking
+@testable import ScenarioFormat
 import Testing
 @testable import BlueZSimulator
 

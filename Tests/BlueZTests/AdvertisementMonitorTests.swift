@@ -1,5 +1,6 @@
 import DBus
 import Foundation
+import ScenarioFormat
 import Testing
 import TestSupport
 import BlueZSimulator

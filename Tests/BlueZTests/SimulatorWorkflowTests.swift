@@ -1,4 +1,5 @@
 import Foundation
+import ScenarioFormat
 import Testing
 import DBus
 import BlueZSimulator

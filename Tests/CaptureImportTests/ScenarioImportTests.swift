@@ -1,6 +1,7 @@
 import BLEParsing
 import DBus
 import Foundation
+@testable import ScenarioFormat
 import Testing
 
 @testable import BlueZSimulator

@@ -5,6 +5,7 @@ import Capture
 import DBus
 import Foundation
 import Locking
+import ScenarioFormat
 import Testing
 import TestSupport
 import Vocabulary

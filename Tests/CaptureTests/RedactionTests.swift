@@ -2,6 +2,7 @@ import BLEParsing
 import Foundation
 import BlueZSimulator
 import Capture
+import ScenarioFormat
 import Testing
 
 /// Literal vectors: addresses map the same way everywhere, payload MACs follow, readings do not change.

@@ -2,6 +2,7 @@ import BlueZ
 import BlueZSimulator
 import Capture
 import DBus
+import ScenarioFormat
 import Testing
 import Vocabulary
 

@@ -1,4 +1,5 @@
 import BlueZSimulator
+import ScenarioFormat
 import Testing
 
 @Suite struct ScenarioWriterTests {

@@ -2,6 +2,7 @@ import BLEParsing
 import BlueZSimulator
 import DBus
 import Foundation
+import ScenarioFormat
 import TestSupport
 import Vocabulary
 

@@ -5,6 +5,7 @@ import Domain
 import Foundation
 import Logging
 import MQTT
+@testable import ScenarioFormat
 import Testing
 import TestSupport
 @testable import Gateway

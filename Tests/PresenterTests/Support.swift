@@ -1,5 +1,6 @@
 import Foundation
 import Locking
+import ScenarioFormat
 import Testing
 import TestSupport
 import BlueZ

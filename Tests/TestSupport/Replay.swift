@@ -6,6 +6,7 @@ import Domain
 import Foundation
 import Presenters
 import Locking
+import ScenarioFormat
 
 /// How fast ``replayReadings(scenario:speed:until:)`` plays a fixture.
 public enum ReplaySpeed: Sendable, Equatable {

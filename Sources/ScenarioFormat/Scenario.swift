@@ -328,17 +328,4 @@ public struct ScenarioError: Error, Sendable, CustomStringConvertible, Equatable
 public enum BluetoothdVersion: String, Sendable, CaseIterable {
     case v5_66 = "5.66"
     case latest
-
-    /// Whether `property` of `interface` exists on this daemon (`experimental`:
-    /// started with `--experimental`).
-    public func has(_ interface: String, _ property: String, experimental: Bool) -> Bool {
-        switch (interface, property) {
-        case (BlueZ.adapter, "PowerState"): return experimental
-        case (BlueZ.adapter, "Connectable"), (BlueZ.adapter, "Manufacturer"), (BlueZ.adapter, "Version"): return self == .latest
-        case (BlueZ.device, "AdvertisingFlags"): return experimental || self == .latest
-        case (BlueZ.gattService, "Handle"), (BlueZ.gattCharacteristic, "Handle"),
-             (BlueZ.gattDescriptor, "Handle"), (BlueZ.gattDescriptor, "Flags"): return self == .latest
-        default: return true
-        }
-    }
 }

@@ -162,16 +162,12 @@ extension Scenario {
     }
 
     static func manufacturerJSON(_ data: [UInt16: [UInt8]]) -> JSONValue {
-        .object(data.sorted { $0.key < $1.key }.map { ("0x" + hex4($0.key.asInt), .hex($0.value)) })
+        .object(data.sorted { $0.key < $1.key }.map { ("0x" + Hex.string([UInt8($0.key >> 8), UInt8($0.key & 0xFF)]), .hex($0.value)) })
     }
 
     static func serviceDataJSON(_ data: [String: [UInt8]]) -> JSONValue {
         .object(data.sorted { $0.key < $1.key }.map { (shortUUID($0.key), .hex($0.value)) })
     }
-}
-
-extension UInt16 {
-    fileprivate var asInt: Int { Int(self) }
 }
 
 /// "0000180d-0000-1000-8000-00805f9b34fb" → "180d"; other UUIDs unchanged.
