@@ -1,4 +1,5 @@
 import Foundation
+import ScenarioFormat
 import Testing
 import BLEParsing
 import BlueZ
@@ -18,15 +19,22 @@ import Vocabulary
         // value it shows stays until the next one and each check below looks
         // at where the state settles, not at a state in passing (states are
         // coalesced: a slow observer sees only the latest).
+        // The strap notifies 74 bpm once, instead of the fixture's repeating
+        // 72/74 (which replaced the write's 80 within 100 ms: a coalescing
+        // observer could miss it). Scenario UUIDs are in the canonical form.
+        var replaced = 0
         let sim = try await Simulated.start("test-basic.json") { scenario in
             for d in scenario.devices.indices where scenario.devices[d].address == "A4:C1:38:00:00:02" {
                 for s in scenario.devices[d].gatt.indices {
-                    for c in scenario.devices[d].gatt[s].characteristics.indices where scenario.devices[d].gatt[s].characteristics[c].uuid == "2a37" {
+                    for c in scenario.devices[d].gatt[s].characteristics.indices
+                    where scenario.devices[d].gatt[s].characteristics[c].uuid == BluetoothUUID(uuid16: 0x2A37).string {
                         scenario.devices[d].gatt[s].characteristics[c].notifications = Timeline(events: [ValueEvent(at: 0.1, value: [0x00, 0x4A])])
+                        replaced += 1
                     }
                 }
             }
         }
+        #expect(replaced == 1, "the heart rate characteristic's notifications were not replaced")
         defer { sim.bus.stop() }
         let client = sim.client
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("detail-\(UUID().uuidString)")
@@ -71,10 +79,9 @@ import Vocabulary
         // The strap's timeline notifies 74 bpm.
         #expect(await waitFor(presenter) { heartRate(in: $0, hr.id) == 74 }, "\(presenter.state)")
 
-        // Writing 01 to the control point makes the strap notify 80 bpm. The
-        // timeline's next notification replaces it ~50 ms later, and on a
-        // loaded machine the write's reply can land after that: watch for 80
-        // from before the write, then for the write's end (80 says it went out).
+        // Writing 01 to the control point makes the strap notify 80 bpm 50 ms
+        // later; on a loaded machine that can land before the write's reply:
+        // watch for 80 from before the write, then for the write's end.
         let sees80 = Task { await waitFor(presenter) { s in heartRate(in: s, hr.id) == 80 } }
         try await Task.sleep(for: .milliseconds(20))
         presenter.send(.writeRequested(control.id, hex: "01", withoutResponse: false))

@@ -107,8 +107,19 @@ public func closeDescriptors(from: Int32, in actions: inout posix_spawn_file_act
 
 /// Waits (blocking) for `pid` to exit; returns its wait status.
 @discardableResult
-public func waitForExit(_ pid: pid_t) -> Int32 {
+/// Blocks until `pid` exits and returns its wait status. A child still
+/// running after `limit` seconds is killed (SIGKILL, status 9), so a process
+/// that ignores its signal fails the test that waited for it instead of
+/// hanging the whole suite.
+public func waitForExit(_ pid: pid_t, limit: Double = 60) -> Int32 {
     var status: Int32 = 0
+    let deadline = Date().addingTimeInterval(limit)
+    while Date() < deadline {
+        let r = waitpid(pid, &status, WNOHANG)
+        if r == pid || (r < 0 && errno != EINTR) { return status }
+        usleep(10_000)
+    }
+    kill(pid, SIGKILL)
     while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return status
 }
@@ -154,21 +165,22 @@ public final class Broker: Sendable {
 
     public static func start(users: [String: String]? = nil, persistent: Bool = false) async throws -> Broker {
         try await offPool {
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-broker-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             // The free port is found by binding port 0 and closing it, so another test may take
-            // it before mosquitto binds it: mosquitto then exits, and a new port is tried.
+            // it before mosquitto binds it: mosquitto then exits, and a new port is tried, in a
+            // directory of its own (a failed broker's deinit removes its directory).
             var lastError: Error = BrokerError(description: "no attempt")
             for _ in 0..<3 {
+                let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-broker-\(UUID().uuidString)")
+                try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
                 do {
                     let broker = try Broker(port: try freeLoopbackPort(), directory: directory, users: users, persistent: persistent)
                     try broker.launch()
                     return broker
                 } catch {
                     lastError = error
+                    try? FileManager.default.removeItem(at: directory)
                 }
             }
-            try? FileManager.default.removeItem(at: directory)
             throw lastError
         }
     }
