@@ -36,6 +36,7 @@ public final class BlueZMirror: Sendable {
 
     private let state = Lock(State())
     private let droppedCounter = Atomic<UInt64>(0)
+    private let frozen = Atomic<Bool>(false)
     private let registrations = Lock<[DBusSignalHandlerRegistration]>([])
     private let ownerTask = Lock<Task<Void, Never>?>(nil)
 
@@ -268,8 +269,17 @@ public final class BlueZMirror: Sendable {
         }
     }
 
+    /// For a process that is stopping: from now on signals are dropped as
+    /// they arrive, so the tree stays as it is and no event is published.
+    /// Under a flood of advertisements this is what lets the stopping
+    /// process's own calls (unregister the agent, stop discovery) get their
+    /// replies behind the backlog, and its tasks run: applying every queued
+    /// signal kept both cores busy for seconds after SIGTERM. Cannot be undone.
+    public func freeze() { frozen.store(true, ordering: .relaxed) }
+
     /// Runs on the connection's I/O thread for every matching signal.
     private func received(_ message: DBusMessage) {
+        if frozen.load(ordering: .relaxed) { return }
         publish { s in
             if s.pending != nil {
                 s.pending?.append(message)
