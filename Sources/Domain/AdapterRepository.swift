@@ -205,7 +205,7 @@ public final class BlueZAdapterRepository: AdapterRepository {
             session = try await client.discover(adapter: adapter, filter: filter)
         } catch {
             refresh()
-            throw DomainError("cannot \(what): \(BlueZAdapterRepository.reason(error))")
+            throw DomainError("cannot \(what): \(BlueZAdapterRepository.reason(error))", cause: error)
         }
         // Another call may have started one meanwhile: the newest wins.
         let replaced = sessions.withLock { s -> DiscoverySession? in
@@ -239,7 +239,7 @@ public final class BlueZAdapterRepository: AdapterRepository {
             monitor = try await AdvertisementMonitor.register(client: client, adapter: adapter, patterns: wanted, path: root)
         } catch {
             refresh()
-            throw DomainError("cannot \(what): \(BlueZAdapterRepository.reason(error))")
+            throw DomainError("cannot \(what): \(BlueZAdapterRepository.reason(error))", cause: error)
         }
         // bluetoothd's Activate/Release (a restart, the adapter leaving) change `active`.
         let events = monitor.events()
@@ -266,7 +266,7 @@ public final class BlueZAdapterRepository: AdapterRepository {
         do {
             try await operation()
         } catch {
-            throw DomainError("cannot \(what): \(BlueZAdapterRepository.reason(error))")
+            throw DomainError("cannot \(what): \(BlueZAdapterRepository.reason(error))", cause: error)
         }
         do {
             try await client.mirror.wait(for: what, timeout: confirmTimeout) { snap in

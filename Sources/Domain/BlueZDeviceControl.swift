@@ -182,7 +182,7 @@ public final class BlueZDeviceControl: DeviceControl {
         do {
             return try await body()
         } catch {
-            throw DomainError("\(what) \(id.address) failed: \(error.description)")
+            throw DomainError("\(what) \(id.address) failed: \(error.description)", cause: error)
         }
     }
 

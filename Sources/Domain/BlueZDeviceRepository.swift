@@ -231,7 +231,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
     public func setScanning(_ on: Bool) async throws(DomainError) {
         if let scanner {
             let adapter: Adapter
-            do { adapter = try client.adapter(adapterName) } catch { throw DomainError(error.description) }
+            do { adapter = try client.adapter(adapterName) } catch { throw DomainError(error.description, cause: error) }
             var filter = DiscoveryFilter(transport: .le)
             for await current in scanner.snapshots() {
                 if let running = current.discoveryFilters[adapter.id] { filter = running }
@@ -243,12 +243,12 @@ public final class BlueZDeviceRepository: DeviceRepository {
         if on {
             guard state.withLock({ $0.session == nil }) else { return }
             let adapter: Adapter
-            do { adapter = try client.adapter(adapterName) } catch { throw DomainError(error.description) }
+            do { adapter = try client.adapter(adapterName) } catch { throw DomainError(error.description, cause: error) }
             do {
                 let session = try await client.discover(adapter: adapter.id, filter: DiscoveryFilter(transport: .le))
                 state.withLock { $0.session = session }
             } catch {
-                throw DomainError("cannot start scanning: \(error.description)")
+                throw DomainError("cannot start scanning: \(error.description)", cause: error)
             }
         } else {
             let session = state.withLock { s -> DiscoverySession? in

@@ -219,7 +219,7 @@ public struct BlueZConnectionBackend: ConnectionBackend {
         do {
             try await client.connectResolvingServices(id)
         } catch {
-            throw DomainError(error.description)
+            throw DomainError(error.description, cause: error)
         }
     }
     public func enableNotifications(_ id: DeviceID, uuids: [String]) async {

@@ -124,8 +124,20 @@ public struct DeviceListSnapshot: Sendable, Equatable {
 
 /// What can go wrong in the domain layer, phrased for the user.
 public struct DomainError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The sentence a user sees: what could not be done and why.
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// The error underneath (a `BlueZError`, GRDB's `DatabaseError`, a
+    /// `DecodingError`…), kept for whoever needs more than the sentence:
+    /// logs, and code that reacts to a kind of failure rather than to text.
+    public let cause: (any Error)?
+
+    public init(_ description: String, cause: (any Error)? = nil) {
+        self.description = description
+        self.cause = cause
+    }
+
+    /// Two errors are equal when they say the same (causes rarely are Equatable).
+    public static func == (a: DomainError, b: DomainError) -> Bool { a.description == b.description }
 }
 
 /// The single source of truth for devices. Every subscriber sees the

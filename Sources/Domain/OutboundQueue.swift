@@ -78,7 +78,7 @@ public final class OutboundQueue: Sendable {
             droppedCount = Lock(dropped)
             memory = Lock(Memory(complete: count == 0))
         } catch {
-            throw DomainError("cannot open the outbound queue \(path): \(error)")
+            throw DomainError("cannot open the outbound queue \(path): \(error)", cause: error)
         }
     }
 
@@ -186,7 +186,7 @@ public final class OutboundQueue: Sendable {
                 return ids
             }
         } catch {
-            throw DomainError("cannot queue \(messages.count == 1 ? "a message for \(messages[0].topic)" : "\(messages.count) messages"): \(error)")
+            throw DomainError("cannot queue \(messages.count == 1 ? "a message for \(messages[0].topic)" : "\(messages.count) messages"): \(error)", cause: error)
         }
     }
 
@@ -205,7 +205,7 @@ public final class OutboundQueue: Sendable {
                 }
             }
         } catch {
-            throw DomainError("cannot read the outbound queue: \(error)")
+            throw DomainError("cannot read the outbound queue: \(error)", cause: error)
         }
     }
 
@@ -253,7 +253,7 @@ public final class OutboundQueue: Sendable {
                 }
             }
         } catch {
-            throw DomainError("cannot remove \(ids.count == 1 ? "message \(ids[0])" : "\(ids.count) messages") from the outbound queue: \(error)")
+            throw DomainError("cannot remove \(ids.count == 1 ? "message \(ids[0])" : "\(ids.count) messages") from the outbound queue: \(error)", cause: error)
         }
     }
 
@@ -263,7 +263,7 @@ public final class OutboundQueue: Sendable {
         do {
             try pool.batchWrite { db, commit in try self.deleteUnflushed(db, commit) }
         } catch {
-            throw DomainError("cannot remove acknowledged messages from the outbound queue: \(error)")
+            throw DomainError("cannot remove acknowledged messages from the outbound queue: \(error)", cause: error)
         }
     }
 

@@ -95,7 +95,7 @@ public final class BlueZPairingService: PairingService {
         } catch {
             store.update { $0 = nil }
             outcome.yield(.failed(device, reason: error.description))
-            throw DomainError("pairing with \(device.address) failed: \(error.description)")
+            throw DomainError("pairing with \(device.address) failed: \(error.description)", cause: error)
         }
     }
 
@@ -103,7 +103,7 @@ public final class BlueZPairingService: PairingService {
         do {
             try await client.cancelPairing(device)
         } catch {
-            throw DomainError("cannot cancel pairing with \(device.address): \(error.description)")
+            throw DomainError("cannot cancel pairing with \(device.address): \(error.description)", cause: error)
         }
     }
 

@@ -109,7 +109,7 @@ public final class ReadingStore: ReadingHistory {
             pool = try DatabasePool(path: path)
             try ReadingStore.migrator.migrate(pool)
         } catch {
-            throw DomainError("cannot open the database \(path): \(error)")
+            throw DomainError("cannot open the database \(path): \(error)", cause: error)
         }
     }
 
@@ -220,7 +220,7 @@ public final class ReadingStore: ReadingHistory {
             // Written again with the device's next record.
             rows.withLock { r in for w in writes { r.written[w.record.id] = nil } }
             let what = records.count == 1 ? "\(records[0].id.address)" : "\(records.count) devices"
-            throw DomainError("cannot store readings of \(what): \(error)")
+            throw DomainError("cannot store readings of \(what): \(error)", cause: error)
         }
         let changed = zip(records, due).filter { !$0.1.isEmpty }.map(\.0.id)
         if !changed.isEmpty { revision.update { for id in changed { $0[id, default: 0] += 1 } } }
@@ -258,7 +258,7 @@ public final class ReadingStore: ReadingHistory {
         }
         guard !writes.isEmpty else { return }
         do { try writeRows(writes, values: [:]) } catch {
-            throw DomainError("cannot store the devices' latest readings: \(error)")
+            throw DomainError("cannot store the devices' latest readings: \(error)", cause: error)
         }
     }
 
@@ -288,7 +288,7 @@ public final class ReadingStore: ReadingHistory {
             }
             return out
         } catch {
-            throw DomainError("cannot read the history of \(device.address): \(error)")
+            throw DomainError("cannot read the history of \(device.address): \(error)", cause: error)
         }
     }
 
@@ -303,7 +303,7 @@ public final class ReadingStore: ReadingHistory {
                     .map { ReadingPoint(at: Date(timeIntervalSince1970: $0["at"]), value: $0["value"], samples: $0["samples"]) }
             }
         } catch {
-            throw DomainError("cannot read the history of \(device.address): \(error)")
+            throw DomainError("cannot read the history of \(device.address): \(error)", cause: error)
         }
     }
 
@@ -322,7 +322,7 @@ public final class ReadingStore: ReadingHistory {
                 }
             }
         } catch {
-            throw DomainError("cannot read remembered devices: \(error)")
+            throw DomainError("cannot read remembered devices: \(error)", cause: error)
         }
     }
 
@@ -352,7 +352,7 @@ public final class ReadingStore: ReadingHistory {
             if !changed.isEmpty { revision.update { r in for d in changed { r[d, default: 0] += 1 } } }
             return try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM reading") ?? 0 }
         } catch {
-            throw DomainError("cannot compact the readings: \(error)")
+            throw DomainError("cannot compact the readings: \(error)", cause: error)
         }
     }
 

@@ -60,7 +60,7 @@ public final class SettingsStore: Sendable {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
                                                     attributes: [.posixPermissions: 0o700])
         } catch {
-            throw DomainError("cannot create the state directory \(directory.path): \(error.localizedDescription)")
+            throw DomainError("cannot create the state directory \(directory.path): \(error.localizedDescription)", cause: error)
         }
         var settings = Settings()
         let main = directory.appendingPathComponent("settings.json")
@@ -68,7 +68,7 @@ public final class SettingsStore: Sendable {
             do {
                 settings = try JSONDecoder().decode(Settings.self, from: data)
             } catch {
-                throw DomainError("\(main.path) is not valid settings: \(SettingsStore.explain(error))")
+                throw DomainError("\(main.path) is not valid settings: \(SettingsStore.explain(error))", cause: error)
             }
         }
         let keys = directory.appendingPathComponent("bindkeys.json")
@@ -109,11 +109,11 @@ public final class SettingsStore: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         let main: Data
-        do { main = try encoder.encode(settings) } catch { throw DomainError("cannot encode settings: \(error)") }
+        do { main = try encoder.encode(settings) } catch { throw DomainError("cannot encode settings: \(error)", cause: error) }
         try atomicWrite(main, to: directory.appendingPathComponent("settings.json"), mode: 0o644)
         let keys = Dictionary(uniqueKeysWithValues: settings.bindkeys.map { ($0.key.description, $0.value.map { String(format: "%02x", $0) }.joined()) })
         let keyData: Data
-        do { keyData = try encoder.encode(keys) } catch { throw DomainError("cannot encode bindkeys: \(error)") }
+        do { keyData = try encoder.encode(keys) } catch { throw DomainError("cannot encode bindkeys: \(error)", cause: error) }
         try atomicWrite(keyData, to: directory.appendingPathComponent("bindkeys.json"), mode: 0o600)
     }
 
@@ -139,7 +139,7 @@ public final class SettingsStore: Sendable {
         var out: [BluetoothAddress: [UInt8]] = [:]
         for (key, value) in dict.sorted(by: { $0.key < $1.key }) {
             let address: BluetoothAddress
-            do { address = try BluetoothAddress(key) } catch { throw DomainError("\(file): \(error.description)") }
+            do { address = try BluetoothAddress(key) } catch { throw DomainError("\(file): \(error.description)", cause: error) }
             guard let hex = value as? String, hex.count == 32 else {
                 throw DomainError("\(file): the bindkey of \(key) must be 32 hex digits (16 bytes)")
             }

@@ -22,7 +22,7 @@ final class FakeDeviceControl: DeviceControl {
 
     func details(of id: DeviceID) -> AsyncStream<DeviceDetailSnapshot> { store.states() }
     func emit(_ change: (inout DeviceDetailSnapshot) -> Void) { store.update(change) }
-    func fail(_ call: String, _ message: String?) { failures.withLock { $0[call] = message.map(DomainError.init) } }
+    func fail(_ call: String, _ message: String?) { failures.withLock { $0[call] = message.map { DomainError($0) } } }
 
     private func record(_ call: String, _ name: String) throws(DomainError) {
         calls.withLock { $0.append(call) }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 import BLEParsing
 import BlueZ
@@ -206,6 +207,9 @@ import Vocabulary
             _ = try ReadingStore(path: "/nonexistent-dir/x/db.sqlite")
         } catch {
             #expect(error.description.hasPrefix("cannot open the database /nonexistent-dir/x/db.sqlite"))
+            // The SQLite error underneath is kept, not only its text.
+            let cause = error.cause as? DatabaseError
+            #expect(cause?.resultCode == .SQLITE_CANTOPEN, "\(String(describing: error.cause))")
         }
     }
 }
