@@ -1,4 +1,5 @@
 internal import CDBus
+import Synchronization
 import HeapModule
 #if canImport(Glibc)
 import Glibc
@@ -200,6 +201,7 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     private func connectOnLoop(register: Bool) throws(DBusError) {
+        assertOnLoop()
         var err = DBusError_C()
         dbus_error_init(&err)
         defer { dbus_error_free(&err) }
@@ -298,12 +300,26 @@ final class ConnectionCore: @unchecked Sendable {
         }
     }
 
+    /// The I/O thread's id, set as it starts (0 before): what
+    /// ``assertOnLoop(_:_:)`` compares with.
+    private let loopThread = Atomic<UInt>(0)
+
+    /// Traps in debug builds when called anywhere but on the I/O thread:
+    /// the confinement of the "loop" state, checked rather than only
+    /// commented. Compiled out of release builds (`assert`).
+    @inline(__always)
+    func assertOnLoop(_ function: StaticString = #function, _ line: UInt = #line) {
+        assert(loopThread.load(ordering: .relaxed) == UInt(pthread_self()),
+               "ConnectionCore.\(function) called off the I/O thread", line: line)
+    }
+
     private func startThread(first: @escaping () -> Bool) -> Bool {
         let box = Unmanaged.passRetained(ThreadStart(core: self, first: first)).toOpaque()
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { raw in
             guard let raw else { return nil }
             let start = Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue()
+            start.core.loopThread.store(UInt(pthread_self()), ordering: .relaxed)
             cdbus_set_thread_name("dbus-io")
             if start.first() {
                 start.core.runLoop()
@@ -406,6 +422,7 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     private func shutdownOnLoop() {
+        assertOnLoop()
         let leftovers: [() -> Void] = queueLock.withLock {
             accepting = false
             let w = queue
@@ -597,6 +614,7 @@ final class ConnectionCore: @unchecked Sendable {
     /// Sends a message; returns its serial.
     @discardableResult
     func sendOnLoop(_ message: CMessage) -> UInt32? {
+        assertOnLoop()
         defer { dbus_message_unref(message.pointer) }
         guard let conn = connection, !dead else { return nil }
         var serial: UInt32 = 0
@@ -611,6 +629,7 @@ final class ConnectionCore: @unchecked Sendable {
         onCancel: (() -> Void)? = nil,
         completion: @escaping (Result<DBusMessage, DBusError>) -> Void
     ) {
+        assertOnLoop()
         if dead {
             dbus_message_unref(message.pointer)
             completion(.failure(.disconnected))
@@ -628,6 +647,7 @@ final class ConnectionCore: @unchecked Sendable {
 
     /// Abandons a pending call: its reply, if one comes, is discarded.
     func cancelCallOnLoop(serial: UInt32) {
+        assertOnLoop()
         guard let call = pending.removeValue(forKey: serial) else { return }
         call.state?.lock.withLock { call.state?.phase = .done }
         call.onCancel?()
@@ -635,6 +655,7 @@ final class ConnectionCore: @unchecked Sendable {
 
     /// A method call to the bus daemon from the loop thread.
     func busCallOnLoop(_ member: String, _ args: [DBusValue], completion: @escaping (Result<DBusMessage, DBusError>) -> Void) {
+        assertOnLoop()
         let msg = DBusMessage(kind: .methodCall, path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
                               member: member, destination: "org.freedesktop.DBus", body: args)
         do {
@@ -677,6 +698,7 @@ final class ConnectionCore: @unchecked Sendable {
 
     /// Reads what the socket has and dispatches every complete message.
     private func receiveOnLoop() {
+        assertOnLoop()
         guard let receiver, !dead else { return }
         let outcome = receiver.read(from: socketFD)
         switch outcome {
@@ -833,6 +855,7 @@ final class ConnectionCore: @unchecked Sendable {
     // MARK: Subscriptions (loop thread)
 
     func addSinkOnLoop(_ sink: any SignalSink, rule: DBusMatchRule, ready: @escaping (DBusError?) -> Void) {
+        assertOnLoop()
         if dead { ready(.disconnected); return }
         let key = rule.description
         sinkToRule[sink.id] = key
@@ -878,6 +901,7 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     func removeSinkOnLoop(id: UInt64) {
+        assertOnLoop()
         guard let key = sinkToRule.removeValue(forKey: id), let group = ruleGroups[key] else { return }
         if group.sinks[id]?.onDemand == true { onDemandSinks -= 1 }
         group.sinks[id]?.finish(nil)
@@ -893,6 +917,7 @@ final class ConnectionCore: @unchecked Sendable {
     /// Starts following the owner of a well-known name: AddMatch on its
     /// NameOwnerChanged first, then GetNameOwner, so no change is missed.
     func trackNameOnLoop(_ name: String, ready: @escaping (DBusError?) -> Void) {
+        assertOnLoop()
         if let track = nameTracks[name] {
             track.users += 1
             if track.known { ready(nil) } else { track.readyWaiters.append(ready) }
@@ -930,6 +955,7 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     func untrackNameOnLoop(_ name: String) {
+        assertOnLoop()
         guard let track = nameTracks[name] else { return }
         track.users -= 1
         guard track.users <= 0 else { return }
@@ -943,6 +969,7 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     func addOwnerWatcherOnLoop(_ name: String, id: UInt64, buffer: AsyncBuffer<String?>) {
+        assertOnLoop()
         trackNameOnLoop(name) { [self] error in
             if let error {
                 buffer.finish(throwing: error)
@@ -958,6 +985,7 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     func removeOwnerWatcherOnLoop(_ name: String, id: UInt64) {
+        assertOnLoop()
         guard let track = nameTracks[name], track.watchers.removeValue(forKey: id) != nil else { return }
         untrackNameOnLoop(name)
     }

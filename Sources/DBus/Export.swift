@@ -423,6 +423,7 @@ struct ExportRegistry {
 
 extension ConnectionCore {
     func replyOnLoop(to call: DBusMessage, _ result: Result<[DBusValue], DBusError>) {
+        assertOnLoop()
         guard !call.flags.contains(.noReplyExpected) else { return }
         if replyDelayNanoseconds > 0 {
             let delay = replyDelayNanoseconds
@@ -436,6 +437,7 @@ extension ConnectionCore {
     }
 
     private func sendReplyOnLoop(to call: DBusMessage, _ result: Result<[DBusValue], DBusError>) {
+        assertOnLoop()
         let reply: DBusMessage
         switch result {
         case let .success(values):
@@ -462,12 +464,14 @@ extension ConnectionCore {
     }
 
     func emitOnLoop(path: ObjectPath, interface: String, member: String, body: [DBusValue], destination: String? = nil) {
+        assertOnLoop()
         var msg = DBusMessage(kind: .signal, path: path, interface: interface, member: member, body: body)
         msg.destination = destination
         if let c = try? LibDBusCodec.makeCMessage(msg) { sendOnLoop(CMessage(pointer: c)) }
     }
 
     func setPropertiesOnLoop(path: ObjectPath, interface: String, _ changes: [String: DBusValue]) {
+        assertOnLoop()
         guard let object = exports.objects[path], let iface = object.interfaces[interface] else { return }
         var changed: [DBusDictEntry] = []
         var invalidated: [DBusValue] = []
@@ -491,6 +495,7 @@ extension ConnectionCore {
     }
 
     func removePropertiesOnLoop(path: ObjectPath, interface: String, _ names: [String]) {
+        assertOnLoop()
         guard let object = exports.objects[path], let iface = object.interfaces[interface] else { return }
         var invalidated: [DBusValue] = []
         for name in Set(names).sorted() {
@@ -509,6 +514,7 @@ extension ConnectionCore {
     }
 
     func addInterfacesOnLoop(path: ObjectPath, owner: UInt64, _ interfaces: [DBusExportedInterface]) {
+        assertOnLoop()
         let object = exports.objects[path] ?? ExportRegistry.Object(owner: owner)
         exports.objects[path] = object
         var added: [String] = []
@@ -528,6 +534,7 @@ extension ConnectionCore {
     }
 
     func removeInterfacesOnLoop(path: ObjectPath, _ names: [String]?) {
+        assertOnLoop()
         guard let object = exports.objects[path] else { return }
         let removing = names ?? object.order
         var removed: [String] = []

@@ -69,7 +69,9 @@ final class RecordingSleeper: Sleeper {
         let manager = ConnectionManager(backend: backend, policy: BackoffPolicy(initial: .seconds(1), maximum: .seconds(5), jitter: 0.2),
                                         sleeper: sleeper, random: { 0.75 })
         manager.watch(device, notify: ["2a37"])
-        #expect(await eventually { manager.current[device] == .connected })
+        // Generous: five attempts are only milliseconds apart, but the full
+        // suite's flood tests can keep both cores busy for seconds.
+        #expect(await eventually(30) { manager.current[device] == .connected })
         // 1, 2, 4, then capped at 5 s; random 0.75 adds +10 %.
         #expect(sleeper.delays.withLock { $0 } == [.milliseconds(1100), .milliseconds(2200), .milliseconds(4400), .milliseconds(5500)])
         #expect(backend.attempts.withLock { $0.count } == 5)
@@ -77,7 +79,7 @@ final class RecordingSleeper: Sleeper {
 
         // The link drops: it reconnects at once (backoff starts over) and notifications come back.
         backend.set(device) { $0.connected = false }
-        #expect(await eventually { backend.notified.withLock { $0.count } == 2 })
+        #expect(await eventually(30) { backend.notified.withLock { $0.count } == 2 })
         #expect(manager.current[device] == .connected)
         #expect(backend.attempts.withLock { $0.count } == 6)
         manager.unwatch(device)
