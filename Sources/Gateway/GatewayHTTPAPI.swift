@@ -60,7 +60,7 @@ struct GatewayHTTPAPI: Sendable {
     func health() -> HTTPResponse {
         runtime.refreshMetrics()
         let m = runtime.metrics.current
-        let storage = m.storageFailures.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; ")
+        let storage = m.storageFailures.sorted { $0.key < $1.key }.map { "\($0.key.rawValue): \($0.value)" }.joined(separator: "; ")
         let ok = m.bluetoothdAvailable && m.bluetoothdAnswering && storage.isEmpty
         let body = SortedJSON.bytes([
             ("status", .string(ok ? "ok" : "degraded")),

@@ -3,8 +3,37 @@ import Locking
 
 /// What the gateway counts, rendered in the Prometheus text exposition
 /// format (version 0.0.4) for `GET /metrics`. Counters only grow; gauges
-/// are the current value. Thread-safe.
+/// are the current value. Thread-safe. Written through typed methods, one
+/// per thing that happens (no open `update` closure, no label strings made
+/// up at call sites); read as ``current``.
 public final class GatewayMetrics: Sendable {
+    /// A SQLite store, the `store` label of the storage metrics.
+    public enum Store: String, Sendable, CaseIterable, Comparable {
+        case outbox, readings
+        public static func < (a: Store, b: Store) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    /// What writes to a store: the outbox has two writers (the publishing
+    /// loop enqueues, the publisher deletes what the broker acknowledged),
+    /// each failing and recovering on its own.
+    public enum StorageWriter: String, Sendable, CaseIterable, Comparable {
+        case outbox
+        case outboxPublisher = "outbox publisher"
+        case readings
+        public var store: Store { self == .readings ? .readings : .outbox }
+        public static func < (a: StorageWriter, b: StorageWriter) -> Bool { a.rawValue < b.rawValue }
+    }
+
+    /// How a device command ended: the `result` label.
+    public enum CommandResult: String, Sendable { case ok, error, busy }
+
+    /// The labels of `blecompanion_commands_total`.
+    public struct CommandKey: Hashable, Sendable, Comparable {
+        public var action: String
+        public var result: CommandResult
+        public static func < (a: CommandKey, b: CommandKey) -> Bool { (a.action, a.result.rawValue) < (b.action, b.result.rawValue) }
+    }
+
     public struct Values: Sendable, Equatable {
         public var advertisements: UInt64 = 0
         /// Advertisements folded into a later one of the same device before publication (overload: latest wins).
@@ -26,16 +55,16 @@ public final class GatewayMetrics: Sendable {
         /// bluetoothd answered its last ping (true until one goes unanswered).
         public var bluetoothdAnswering = true
         public var devicesOnline: Int = 0
-        public var commands: [String: UInt64] = [:]   // "action/result"
+        public var commands: [CommandKey: UInt64] = [:]
         /// Messages the outbound queue could not store (SQLite refused the
         /// write: disk full, read-only, I/O error); counted as dropped too.
         public var queueRefused: Int = 0
         /// Messages from the broker (commands) dropped: more arrived than were taken.
         public var mqttReceivedDropped: UInt64 = 0
-        /// Failed writes by store ("outbox", "readings").
-        public var storageErrors: [String: UInt64] = [:]
-        /// The stores failing now, with the last error (empty: all is well).
-        public var storageFailures: [String: String] = [:]
+        /// Failed writes by store.
+        public var storageErrors: [Store: UInt64] = [:]
+        /// The writers failing now, with the last error (empty: all is well).
+        public var storageFailures: [StorageWriter: String] = [:]
         public init() {}
     }
 
@@ -49,8 +78,58 @@ public final class GatewayMetrics: Sendable {
 
     public var current: Values { values.withLock { $0 } }
 
-    public func update(_ change: (inout Values) -> Void) { values.withLock { change(&$0) } }
-    public func updateReturning<T>(_ change: (inout Values) -> T) -> T { values.withLock { change(&$0) } }
+    private func update(_ change: (inout Values) -> Void) { values.withLock { change(&$0) } }
+
+    /// What the device repository counted so far (totals, not increments).
+    public func recordDeviceList(decodeErrors: [String: UInt64], coalesced: UInt64, resynchronizations: UInt64) {
+        update {
+            $0.decodeErrors = decodeErrors
+            $0.advertisementsCoalesced = coalesced
+            $0.resynchronizations = resynchronizations
+        }
+    }
+
+    /// A device-list state merged into a later one before the planner took it.
+    public func countListStateCoalesced() { update { $0.listStatesCoalesced &+= 1 } }
+
+    public func recordBluetoothd(available: Bool) { update { $0.bluetoothdAvailable = available } }
+    public func recordBluetoothd(answering: Bool) { update { $0.bluetoothdAnswering = answering } }
+    public func countDBusError() { update { $0.dbusErrors &+= 1 } }
+
+    /// A watched device's connection attempt ended.
+    public func countConnection(established: Bool) {
+        update { if established { $0.connections &+= 1 } else { $0.connectionFailures &+= 1 } }
+    }
+
+    public func recordDevicesOnline(_ count: Int) { update { $0.devicesOnline = count } }
+
+    /// The outbound queue's depth and how many it dropped (totals).
+    public func recordQueue(depth: Int, dropped: Int) { update { $0.queueDepth = depth; $0.queueDropped = dropped } }
+
+    /// Messages the outbox could not store (counted as dropped too).
+    public func countRefused(_ messages: Int) { update { $0.queueRefused &+= messages } }
+
+    /// The MQTT link's state and totals; nil leaves a value as it is.
+    public func recordMQTT(connected: Bool? = nil, published: UInt64? = nil, receivedDropped: UInt64? = nil) {
+        update {
+            if let connected { $0.mqttConnected = connected }
+            if let published { $0.published = published }
+            if let receivedDropped { $0.mqttReceivedDropped = receivedDropped }
+        }
+    }
+
+    /// A writer's write failed (`reason`) or worked (nil). Returns the
+    /// writer's previous failure (nil: it was working) and how many messages
+    /// the outbox refused so far, for the log line that says it changed.
+    @discardableResult
+    public func recordStorage(_ writer: StorageWriter, failed reason: String?) -> (previous: String?, refused: Int) {
+        values.withLock { v in
+            let previous = v.storageFailures[writer]
+            if reason != nil { v.storageErrors[writer.store, default: 0] &+= 1 }
+            v.storageFailures[writer] = reason
+            return (previous, v.queueRefused)
+        }
+    }
 
     /// Records the advertisement counter at `now` and recomputes the rate
     /// over the last minute of samples (a sample at most every second).
@@ -72,7 +151,8 @@ public final class GatewayMetrics: Sendable {
     }
 
     public func countCommand(_ action: String, ok: Bool, busy: Bool = false) {
-        values.withLock { $0.commands["\(action)/\(busy ? "busy" : ok ? "ok" : "error")", default: 0] += 1 }
+        let key = CommandKey(action: action, result: busy ? .busy : ok ? .ok : .error)
+        values.withLock { $0.commands[key, default: 0] &+= 1 }
     }
 
     /// The exposition text.
@@ -107,10 +187,10 @@ public final class GatewayMetrics: Sendable {
                "Messages dropped: the outbound queue was full (the oldest went), or it could not store them (storage error).",
                [("", "\(v.queueDropped + v.queueRefused)")])
         metric("blecompanion_storage_errors_total", "counter", "Writes to a SQLite store that failed (disk full, read-only, I/O error), by store.",
-               ["outbox", "readings"].map { ("{store=\"\($0)\"}", "\(v.storageErrors[$0] ?? 0)") })
+               Store.allCases.map { ("{store=\"\($0.rawValue)\"}", "\(v.storageErrors[$0] ?? 0)") })
         metric("blecompanion_storage_ok", "gauge", "1 while the store's last write succeeded, by store.",
-               ["outbox", "readings"].map { store in
-                   ("{store=\"\(store)\"}", v.storageFailures.keys.contains { $0.hasPrefix(store) } ? "0" : "1")
+               Store.allCases.map { store in
+                   ("{store=\"\(store.rawValue)\"}", v.storageFailures.keys.contains { $0.store == store } ? "0" : "1")
                })
         metric("blecompanion_mqtt_published_total", "counter", "Messages the broker acknowledged.", [("", "\(v.published)")])
         metric("blecompanion_mqtt_received_dropped_total", "counter",
@@ -126,8 +206,7 @@ public final class GatewayMetrics: Sendable {
         metric("blecompanion_devices_online", "gauge", "Published devices currently online.", [("", "\(v.devicesOnline)")])
         metric("blecompanion_commands_total", "counter", "Device commands (MQTT and HTTP) by action and result.",
                v.commands.keys.sorted().map { key in
-                   let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
-                   return ("{action=\"\(Self.escape(parts.first ?? ""))\",result=\"\(Self.escape(parts.last ?? ""))\"}", "\(v.commands[key] ?? 0)")
+                   ("{action=\"\(Self.escape(key.action))\",result=\"\(key.result.rawValue)\"}", "\(v.commands[key] ?? 0)")
                })
         return out
     }

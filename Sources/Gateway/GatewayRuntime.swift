@@ -158,15 +158,9 @@ public final class GatewayRuntime: Sendable {
         let depth = queue.depth
         let dropped = queue.dropped
         metrics.recordAdvertisements(stats.advertisements, at: Date())
-        metrics.update {
-            $0.queueDepth = depth
-            $0.queueDropped = dropped
-            $0.decodeErrors = stats.decodeErrors
-            $0.advertisementsCoalesced = stats.coalesced
-            $0.resynchronizations = stats.resynchronizations
-            if let publisher { $0.published = publisher.publishedCount }
-            if let mqtt { $0.mqttReceivedDropped = mqtt.droppedMessages }
-        }
+        metrics.recordQueue(depth: depth, dropped: dropped)
+        metrics.recordDeviceList(decodeErrors: stats.decodeErrors, coalesced: stats.coalesced, resynchronizations: stats.resynchronizations)
+        metrics.recordMQTT(published: publisher?.publishedCount, receivedDropped: mqtt?.droppedMessages)
     }
 
     /// The adapter device ids are formed on.
@@ -248,7 +242,7 @@ public final class GatewayRuntime: Sendable {
         tasks.append(Task { [weak self] in await self?.bluetoothdLiveness() })
         tasks.append(Task { [weak self] in
             guard let failures = self?.recorder.failures() else { return }
-            for await failure in failures { self?.storage("readings", failed: failure) }
+            for await failure in failures { self?.storage(.readings, failed: failure) }
         })
         for (address, uuids) in options.watched.sorted(by: { $0.key < $1.key }) {
             let id = DeviceID(adapter: adapterID, address: address)
@@ -367,12 +361,12 @@ public final class GatewayRuntime: Sendable {
             // One transaction for what one state or tick produced.
             do throws(DomainError) {
                 try queue.enqueue(messages.map { .init(topic: $0.topic, payload: $0.payload, retain: $0.retain, qos: max($0.qos, 1)) })
-                storage("outbox", failed: nil)
+                storage(.outbox, failed: nil)
             } catch {
                 // Refused (disk full, read-only, I/O error): lost, so counted as
                 // dropped; logged when it starts and when it ends, not per message.
-                metrics.update { $0.queueRefused += messages.count }
-                storage("outbox", failed: error.description)
+                metrics.countRefused(messages.count)
+                storage(.outbox, failed: error.description)
             }
         }
         for m in messages { published.yield(m) }
@@ -380,25 +374,19 @@ public final class GatewayRuntime: Sendable {
 
     /// A store's writes failing (`failed` its error) or working again (nil):
     /// counted, logged once per change, and `/healthz` says degraded meanwhile.
-    func storage(_ source: String, failed reason: String?) {
-        let store = source.hasPrefix("outbox") ? "outbox" : source
-        let (was, refused) = metrics.updateReturning { v -> (String?, Int) in
-            let was = v.storageFailures[source]
-            if reason != nil { v.storageErrors[store, default: 0] += 1 }
-            v.storageFailures[source] = reason
-            return (was, v.queueRefused)
-        }
+    func storage(_ source: GatewayMetrics.StorageWriter, failed reason: String?) {
+        let (was, refused) = metrics.recordStorage(source, failed: reason)
         switch (was, reason) {
         case (nil, let reason?):
             let consequence = switch source {
-            case "outbox": "messages are dropped (counted) until it can write again"
-            case "readings": "readings are not recorded meanwhile"
-            default: "publishing waits and tries again"
+            case .outbox: "messages are dropped (counted) until it can write again"
+            case .readings: "readings are not recorded meanwhile"
+            case .outboxPublisher: "publishing waits and tries again"
             }
-            logger.error("storage: \(source) failing: \(reason); \(consequence)")
+            logger.error("storage: \(source.rawValue) failing: \(reason); \(consequence)")
         case (_?, nil):
-            let note = source == "outbox" ? " (\(refused) messages refused in all)" : ""
-            logger.info("storage: \(source) working again\(note)")
+            let note = source == .outbox ? " (\(refused) messages refused in all)" : ""
+            logger.info("storage: \(source.rawValue) working again\(note)")
         default:
             break
         }
@@ -412,7 +400,7 @@ public final class GatewayRuntime: Sendable {
         // rows of every state it replaced, so nothing is missed and memory
         // stays bounded.
         let metrics = self.metrics
-        let states = list.coalescedStates { metrics.update { $0.listStatesCoalesced &+= 1 } }
+        let states = list.coalescedStates { metrics.countListStateCoalesced() }
         let timer = Task { [weak self] in await self?.timerLoop() }
         defer { timer.cancel() }
         for await state in states {
@@ -465,7 +453,7 @@ public final class GatewayRuntime: Sendable {
                         try await adapters.setPowered(true, adapter: id)
                         logger.info("powered \(id.name) on")
                     } catch {
-                        metrics.update { $0.dbusErrors += 1 }
+                        metrics.countDBusError()
                         logger.error("cannot power \(id.name) on: \(error.description)")
                     }
                 }
@@ -493,7 +481,7 @@ public final class GatewayRuntime: Sendable {
                 logger.info("\(what) on \(id.name)")
             } catch {
                 failures += 1
-                metrics.update { $0.dbusErrors += 1 }
+                metrics.countDBusError()
                 logger.error("cannot start \(what) on \(id.name): \(error.description)")
                 // Try again after a pause (the next snapshot would retry at once).
                 do { try await Task.sleep(for: .seconds(min(60, 2 * failures))) } catch { return }
@@ -546,7 +534,7 @@ public final class GatewayRuntime: Sendable {
         for await answered in liveness.states() {
             guard answered != answering else { continue }
             answering = answered
-            metrics.update { $0.bluetoothdAnswering = answered }
+            metrics.recordBluetoothd(answering: answered)
             if answered {
                 logger.info("bluetoothd answers again")
             } else {
@@ -565,8 +553,8 @@ public final class GatewayRuntime: Sendable {
                     guard let self else { return }
                     for (id, status) in current where previous[id] != status {
                         switch status {
-                        case .connected: metrics.update { $0.connections += 1 }
-                        case .retrying: metrics.update { $0.connectionFailures += 1 }
+                        case .connected: metrics.countConnection(established: true)
+                        case .retrying: metrics.countConnection(established: false)
                         default: break
                         }
                     }
@@ -578,7 +566,7 @@ public final class GatewayRuntime: Sendable {
                 for await depth in depths {
                     guard let self else { return }
                     let dropped = queue.dropped
-                    metrics.update { $0.queueDepth = depth; $0.queueDropped = dropped }
+                    metrics.recordQueue(depth: depth, dropped: dropped)
                 }
             }
             group.addTask { [weak self] in
@@ -587,14 +575,11 @@ public final class GatewayRuntime: Sendable {
                     guard let self else { return }
                     let stats = devices.statistics
                     metrics.recordAdvertisements(stats.advertisements, at: Date())
-                    metrics.update {
-                        $0.decodeErrors = stats.decodeErrors
-                        $0.advertisementsCoalesced = stats.coalesced
-                        $0.resynchronizations = stats.resynchronizations
-                        $0.bluetoothdAvailable = snapshot.availability == .available
-                    }
+                    metrics.recordDeviceList(decodeErrors: stats.decodeErrors, coalesced: stats.coalesced,
+                                             resynchronizations: stats.resynchronizations)
+                    metrics.recordBluetoothd(available: snapshot.availability == .available)
                     let online = await loop.onlineCount()
-                    metrics.update { $0.devicesOnline = online }
+                    metrics.recordDevicesOnline(online)
                 }
             }
         }
@@ -641,7 +626,7 @@ public final class GatewayRuntime: Sendable {
                 var lost = false
                 for await state in client.states() {
                     guard let self else { return }
-                    metrics.update { $0.mqttConnected = state == .connected; $0.published = publisher.publishedCount }
+                    metrics.recordMQTT(connected: state == .connected, published: publisher.publishedCount)
                     guard state == .connected else {
                         if case let .disconnected(reason) = state {
                             logger.warning("MQTT disconnected: \(reason)")
@@ -672,13 +657,13 @@ public final class GatewayRuntime: Sendable {
             group.addTask { [weak self] in
                 for await _ in publisher.lastFailures() {
                     guard let self else { return }
-                    metrics.update { $0.published = publisher.publishedCount }
+                    metrics.recordMQTT(published: publisher.publishedCount)
                 }
             }
             group.addTask { [weak self] in
                 for await failure in publisher.storageFailures() {
                     guard let self else { return }
-                    storage("outbox publisher", failed: failure)
+                    storage(.outboxPublisher, failed: failure)
                 }
             }
         }
@@ -720,7 +705,7 @@ public final class GatewayRuntime: Sendable {
             return reply
         }
         if let error = reply.error {
-            metrics.update { $0.dbusErrors += 1 }
+            metrics.countDBusError()
             logger.warning("command \(command.action.rawValue) for \(address) failed: \(error)")
         }
         return reply

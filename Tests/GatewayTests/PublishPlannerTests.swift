@@ -228,7 +228,12 @@ import Vocabulary
 
     @Test func metricsExposition() {
         let m = GatewayMetrics()
-        m.update { $0.decodeErrors = ["BTHome v2": 3]; $0.queueDepth = 5; $0.bluetoothdAvailable = true }
+        m.recordDeviceList(decodeErrors: ["BTHome v2": 3], coalesced: 7, resynchronizations: 0)
+        m.recordQueue(depth: 5, dropped: 0)
+        m.recordBluetoothd(available: true)
+        m.countCommand("read", ok: true)
+        m.countCommand("read", ok: false, busy: true)
+        m.recordStorage(.outboxPublisher, failed: "disk I/O error")
         m.recordAdvertisements(0, at: Date(timeIntervalSince1970: 0))
         m.recordAdvertisements(120, at: Date(timeIntervalSince1970: 60))
         let text = m.render()
@@ -237,5 +242,12 @@ import Vocabulary
         #expect(text.contains(#"blecompanion_decode_errors_total{format="BTHome v2"} 3"#))
         #expect(text.contains("blecompanion_mqtt_queue_depth 5\n"))
         #expect(text.contains("blecompanion_bluetoothd_available 1\n"))
+        #expect(text.contains("blecompanion_advertisements_coalesced_total 7\n"))
+        #expect(text.contains(#"blecompanion_commands_total{action="read",result="busy"} 1"#))
+        #expect(text.contains(#"blecompanion_commands_total{action="read",result="ok"} 1"#))
+        // The outbox's publisher failing makes the outbox store not OK; readings are.
+        #expect(text.contains(#"blecompanion_storage_errors_total{store="outbox"} 1"#))
+        #expect(text.contains(#"blecompanion_storage_ok{store="outbox"} 0"#))
+        #expect(text.contains(#"blecompanion_storage_ok{store="readings"} 1"#))
     }
 }

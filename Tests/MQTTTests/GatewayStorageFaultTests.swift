@@ -56,7 +56,7 @@ import TestSupport
             // counted, and health says which store fails.
             #expect(await eventually(20) {
                 let m = runtime.metrics.current
-                return m.queueRefused > 0 && m.storageFailures["outbox"] != nil && m.storageFailures["readings"] != nil
+                return m.queueRefused > 0 && m.storageFailures[.outbox] != nil && m.storageFailures[.readings] != nil
             })
             let failing = api.health()
             #expect(failing.status == .serviceUnavailable)
@@ -84,7 +84,7 @@ import TestSupport
                 runtime.metrics.current.storageFailures.isEmpty && runtime.queue.depth < 5
             })
             #expect(api.health().status == .ok)
-            #expect(runtime.metrics.current.storageErrors["outbox", default: 0] > 0)
+            #expect(runtime.metrics.current.storageErrors[.outbox, default: 0] > 0)
             await watcher.disconnect()
             await gateway.stop()
         }
