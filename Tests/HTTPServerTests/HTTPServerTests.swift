@@ -298,11 +298,12 @@ import Testing
         configuration.reservedPaths = ["/healthz"]
         configuration.pressureThreshold = 2
         // Long enough for the probes below on a loaded machine: with 3 s,
-        // and again with 6 s, the full suite on 2 cores now and then took
-        // longer than that between the slow clients and the intruder, whose
-        // 503 then became a 200. Still well apart from the 30 s header timeout.
-        configuration.pressureTimeout = .seconds(12)
-        configuration.headerTimeout = .seconds(30)
+        // 6 s and 12 s the full suite on 2 cores now and then took longer
+        // than that (in its first seconds, while every suite starts its
+        // daemons) between the slow clients and the intruder, whose 503 then
+        // became a 200. Still well apart from the 60 s header timeout.
+        configuration.pressureTimeout = .seconds(20)
+        configuration.headerTimeout = .seconds(60)
         let (health, other, cutAfter, calm) = try await withServer(configuration: configuration, handler: { r in .text("path \(r.path)") }) { server in
             try await onThread {
                 // Four slowloris clients: a request line and no more.
@@ -316,7 +317,7 @@ import Testing
                 let intruder = try RawClient(port: server.boundPort)
                 try intruder.send(request("GET", "/data"))
                 let other = try intruder.readResponse()
-                // The two admitted under pressure are cut after ~12 s; the first two keep their 30 s.
+                // The two admitted under pressure are cut after ~20 s; the first two keep their 60 s.
                 let start = Date()
                 let cut = try slow[2].readResponse()
                 let cutAfter = Date().timeIntervalSince(start)
@@ -328,7 +329,7 @@ import Testing
         }
         #expect(health.status == 200 && health.text == "path /healthz")
         #expect(other.status == 503 && other.text.contains("too many connections"), "\(other.status) \(other.text)")
-        #expect(cutAfter < 22, "a slow head under pressure is cut after the pressure timeout (\(cutAfter) s)")
+        #expect(cutAfter < 40, "a slow head under pressure is cut after the pressure timeout (\(cutAfter) s)")
         #expect(calm, "a connection admitted before the pressure keeps its own header timeout")
     }
 
