@@ -30,7 +30,7 @@ enum FuzzHarness {
         var mac: BluetoothAddress? = nil
         var key: [UInt8]? = nil
         if selector & 0x80 != 0, rest.count >= 22 {
-            mac = try? BluetoothAddress(bytes: rest.prefix(6))
+            mac = BluetoothAddress(bytes: rest.prefix(6))
             key = Array(rest.dropFirst(6).prefix(16))
             rest = rest.dropFirst(22)
         }
