@@ -365,7 +365,7 @@ public struct CaptureAnalyzer: Sendable {
                 return
             }
             for g in groups {
-                guard let uuid = try? BluetoothUUID(littleEndianBytes: g.value), g.value.count != 4 else {
+                guard let uuid = BluetoothUUID(littleEndianBytes: g.value), g.value.count != 4 else {
                     issue(record, DecodeError.invalidValue(context: "ATT Read By Group Type Response", offset: nil,
                                                            expected: "a 2- or 16-byte service UUID", found: "\(g.value.count) bytes"))
                     continue
@@ -374,7 +374,7 @@ public struct CaptureAnalyzer: Sendable {
             }
         case let (.findByTypeValueRequest(_, _, type, value), .findByTypeValueResponse(ranges)):
             guard let primary = CaptureAnalyzer.serviceKind(BluetoothUUID(uuid16: type)),
-                  value.count == 2 || value.count == 16, let uuid = try? BluetoothUUID(littleEndianBytes: value) else {
+                  value.count == 2 || value.count == 16, let uuid = BluetoothUUID(littleEndianBytes: value) else {
                 count("ATT Find By Type Value Response for type " + hexString(type))
                 return
             }
