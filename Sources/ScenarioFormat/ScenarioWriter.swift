@@ -56,7 +56,7 @@ extension Scenario {
         if a.pairableTimeout != d.pairableTimeout { m.append(("pairableTimeout", .int(Int64(a.pairableTimeout)))) }
         if let mod = a.modalias, mod != d.modalias { m.append(("modalias", .string(mod))) }
         if a.roles != d.roles { m.append(("roles", .array(a.roles.map { .string($0) }))) }
-        if !a.uuids.isEmpty { m.append(("uuids", .array(a.uuids.map { .string(shortUUID($0)) }))) }
+        if !a.uuids.isEmpty { m.append(("uuids", .array(a.uuids.map { .string(BluetoothUUID.short($0)) }))) }
         if a.manufacturer != d.manufacturer { m.append(("manufacturer", .int(Int64(a.manufacturer)))) }
         if a.version != d.version { m.append(("version", .int(Int64(a.version)))) }
         if !a.outages.isEmpty { m.append(("outages", outagesJSON(a.outages))) }
@@ -83,7 +83,7 @@ extension Scenario {
         if !dev.advertisingAtStart { m.append(("advertisingAtStart", .bool(false))) }
         m.append(("rssi", .int(Int64(dev.rssi))))
         if let v = dev.txPower { m.append(("txPower", .int(Int64(v)))) }
-        if !dev.uuids.isEmpty { m.append(("uuids", .array(dev.uuids.map { .string(shortUUID($0)) }))) }
+        if !dev.uuids.isEmpty { m.append(("uuids", .array(dev.uuids.map { .string(BluetoothUUID.short($0)) }))) }
         if !dev.manufacturerData.isEmpty { m.append(("manufacturerData", manufacturerJSON(dev.manufacturerData))) }
         if !dev.serviceData.isEmpty { m.append(("serviceData", serviceDataJSON(dev.serviceData))) }
         if let t = dev.advertising {
@@ -93,7 +93,7 @@ extension Scenario {
                 if let v = e.rssi { f.append(("rssi", .int(Int64(v)))) }
                 if let v = e.txPower { f.append(("txPower", .int(Int64(v)))) }
                 if let v = e.name { f.append(("name", .string(v))) }
-                if let v = e.uuids { f.append(("uuids", .array(v.map { .string(shortUUID($0)) }))) }
+                if let v = e.uuids { f.append(("uuids", .array(v.map { .string(BluetoothUUID.short($0)) }))) }
                 if let v = e.manufacturerData { f.append(("manufacturerData", manufacturerJSON(v))) }
                 if let v = e.serviceData { f.append(("serviceData", serviceDataJSON(v))) }
                 return f
@@ -117,14 +117,14 @@ extension Scenario {
     }
 
     static func serviceJSON(_ s: ServiceSpec) -> JSONValue {
-        var m: [(String, JSONValue)] = [("uuid", .string(shortUUID(s.uuid)))]
+        var m: [(String, JSONValue)] = [("uuid", .string(BluetoothUUID.short(s.uuid)))]
         if !s.primary { m.append(("primary", .bool(false))) }
         m.append(("characteristics", .array(s.characteristics.map { c in
-            var cm: [(String, JSONValue)] = [("uuid", .string(shortUUID(c.uuid))), ("flags", .array(c.flags.map { .string($0) }))]
+            var cm: [(String, JSONValue)] = [("uuid", .string(BluetoothUUID.short(c.uuid))), ("flags", .array(c.flags.map { .string($0) }))]
             cm.append(("value", .hex(c.value)))
             if !c.descriptors.isEmpty {
                 cm.append(("descriptors", .array(c.descriptors.map { d in
-                    .object([("uuid", .string(shortUUID(d.uuid))), ("flags", .array(d.flags.map { .string($0) })), ("value", .hex(d.value))])
+                    .object([("uuid", .string(BluetoothUUID.short(d.uuid))), ("flags", .array(d.flags.map { .string($0) })), ("value", .hex(d.value))])
                 })))
             }
             if let n = c.notifications {
@@ -141,7 +141,7 @@ extension Scenario {
                     if !r.actions.isEmpty {
                         rm.append(("then", .array(r.actions.map { a in
                             var am: [(String, JSONValue)] = []
-                            if let t = a.characteristic { am.append(("characteristic", .string(shortUUID(t)))) }
+                            if let t = a.characteristic { am.append(("characteristic", .string(BluetoothUUID.short(t)))) }
                             am.append(("value", .hex(a.value)))
                             if a.after != 0 { am.append(("after", .seconds(a.after))) }
                             return .object(am)
@@ -166,11 +166,7 @@ extension Scenario {
     }
 
     static func serviceDataJSON(_ data: [String: [UInt8]]) -> JSONValue {
-        .object(data.sorted { $0.key < $1.key }.map { (shortUUID($0.key), .hex($0.value)) })
+        .object(data.sorted { $0.key < $1.key }.map { (BluetoothUUID.short($0.key), .hex($0.value)) })
     }
 }
 
-/// "0000180d-0000-1000-8000-00805f9b34fb" → "180d"; other UUIDs unchanged.
-func shortUUID(_ uuid: String) -> String {
-    BluetoothUUID.short(uuid)
-}

@@ -183,14 +183,14 @@ struct DemoCommand: AsyncParsableCommand {
             try await client.waitForServicesResolved(strap.id)
             if let battery = client.mirror.snapshot().characteristic("2a19", on: strap.id) {
                 let value = try await client.readValue(battery.id)
-                out("  Battery Level: \(hexString(value))  → \((try? GATTDecoder.decode(characteristic: BluetoothUUID(uuid16: 0x2A19), value: value)).map(gattText) ?? "?")")
+                out("  Battery Level: \(Hex.string(value))  → \((try? GATTDecoder.decode(characteristic: BluetoothUUID(uuid16: 0x2A19), value: value)).map(gattText) ?? "?")")
             }
             if let hr = client.mirror.snapshot().characteristic("2a37", on: strap.id) {
                 let stream = try await client.notifications(hr.id)
                 var count = 0
                 for await event in stream {
                     guard case let .value(v) = event else { continue }
-                    out("  Heart Rate Measurement: \(hexString(v))  → \((try? GATTDecoder.decode(characteristic: BluetoothUUID(uuid16: 0x2A37), value: v)).map(gattText) ?? "?")")
+                    out("  Heart Rate Measurement: \(Hex.string(v))  → \((try? GATTDecoder.decode(characteristic: BluetoothUUID(uuid16: 0x2A37), value: v)).map(gattText) ?? "?")")
                     count += 1
                     if count == 3 { break }
                 }

@@ -204,7 +204,7 @@ private func characteristic(_ options: BlueZOptions, _ client: BlueZClient, _ ad
     let (_, device) = try options.device(address, of: client)
     guard device.connected else { throw CLIError("\(device.address) is not connected: run `blecompanion connect \(device.address)` first.") }
     guard let c = client.mirror.snapshot().characteristic(uuid, on: device.id) else {
-        let known = client.mirror.snapshot().characteristics.values.filter { $0.id.device == device.id }.map { shortUUID($0.uuid) }.sorted()
+        let known = client.mirror.snapshot().characteristics.values.filter { $0.id.device == device.id }.map { BluetoothUUID.short($0.uuid) }.sorted()
         throw CLIError("\(device.address) has no characteristic \(uuid) (it has: \(known.isEmpty ? "none resolved yet" : known.joined(separator: ", "))).")
     }
     return (device, c)
@@ -213,12 +213,12 @@ private func characteristic(_ options: BlueZOptions, _ client: BlueZClient, _ ad
 private func printValue(_ value: [UInt8], _ c: GATTCharacteristic, json: Bool, extra: [String: Any] = [:]) {
     let decoded = (try? BluetoothUUID(parsing: c.uuid)).flatMap { try? GATTDecoder.decode(characteristic: $0, value: value) }
     if json {
-        var o: [String: Any] = ["uuid": c.uuid, "value": hexString(value)]
+        var o: [String: Any] = ["uuid": c.uuid, "value": Hex.string(value)]
         if let decoded { o["decoded"] = (try? JSONSerialization.jsonObject(with: Data(decoded.jsonString.utf8))) ?? NSNull() }
         for (k, v) in extra { o[k] = v }
         out(jsonLine(o))
     } else {
-        out("\(hexString(value))\(decoded.map { "  → " + gattText($0) } ?? "")")
+        out("\(Hex.string(value))\(decoded.map { "  → " + gattText($0) } ?? "")")
     }
 
 }
@@ -260,7 +260,7 @@ struct WriteCommand: AsyncParsableCommand {
             do {
                 try await client.writeValue(c.id, bytes, offset: offset, type: withoutResponse ? .command : .request)
             } catch { throw CLIError(error) }
-            out(options.json ? jsonLine(["uuid": c.uuid, "written": hexString(bytes)]) : "Wrote \(bytes.count) bytes to \(shortUUID(c.uuid)).")
+            out(options.json ? jsonLine(["uuid": c.uuid, "written": Hex.string(bytes)]) : "Wrote \(bytes.count) bytes to \(BluetoothUUID.short(c.uuid)).")
         }
     }
 }
@@ -291,7 +291,7 @@ struct NotifyCommand: AsyncParsableCommand {
         try await runReporting {
             let client = try await options.client()
             let (_, c) = try characteristic(options, client, address, uuid)
-            guard c.canNotify else { throw CLIError("characteristic \(shortUUID(c.uuid)) does not notify (flags: \(c.flags.sorted().joined(separator: ", "))).") }
+            guard c.canNotify else { throw CLIError("characteristic \(BluetoothUUID.short(c.uuid)) does not notify (flags: \(c.flags.sorted().joined(separator: ", "))).") }
             if acquire { return try await acquired(client, c) }
             let stream: AsyncStream<NotificationEvent>
             // Paused when the link or bluetoothd goes; connected again when
@@ -349,7 +349,7 @@ struct NotifyCommand: AsyncParsableCommand {
         }
         reader.stop()
         if outcome == nil {
-            throw CLIError("notifications of \(shortUUID(c.uuid)) ended: bluetoothd closed the AcquireNotify socket (the device disconnected)")
+            throw CLIError("notifications of \(BluetoothUUID.short(c.uuid)) ended: bluetoothd closed the AcquireNotify socket (the device disconnected)")
         }
     }
 }

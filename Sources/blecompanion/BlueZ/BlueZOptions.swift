@@ -98,8 +98,6 @@ func jsonLine(_ object: [String: Any]) -> String {
     return String(decoding: data, as: UTF8.self)
 }
 
-func hexString(_ bytes: [UInt8]) -> String { Hex.string(bytes) }
-
 /// Decodes what a device advertises (the domain layer's glue to the parser).
 func decodedAdvertisement(_ device: Device, bindkey: [UInt8]? = nil) -> [AdvertisementModel] {
     AdvertisementReadings.decode(device, bindkey: bindkey)
@@ -137,7 +135,7 @@ func deviceJSON(_ d: Device, battery: UInt8? = nil, bindkey: [UInt8]? = nil) -> 
     if let battery { o["battery"] = Int(battery) }
     if !d.uuids.isEmpty { o["uuids"] = d.uuids }
     if !d.manufacturerData.isEmpty {
-        o["manufacturer_data"] = Dictionary(uniqueKeysWithValues: d.manufacturerData.map { (String(format: "0x%04x", $0.key), hexString($0.value)) })
+        o["manufacturer_data"] = Dictionary(uniqueKeysWithValues: d.manufacturerData.map { (String(format: "0x%04x", $0.key), Hex.string($0.value)) })
     }
     if !d.serviceData.isEmpty { o["service_data"] = d.serviceData.mapValues(hexString) }
     let readings = readingsJSON(decodedAdvertisement(d, bindkey: bindkey))

@@ -183,25 +183,25 @@ struct InfoCommand: AsyncParsableCommand {
             if !decoded.isEmpty { lines.append("  Decoded advertisement: \(readingsText(decoded))") }
             for entry in snap.gattTree(of: device.id) {
                 let s = entry.service
-                lines.append("  Service \(shortUUID(s.uuid))\(sigName(s.uuid)) \(s.primary ? "(primary)" : "(secondary)")")
+                lines.append("  Service \(BluetoothUUID.short(s.uuid))\(sigName(s.uuid)) \(s.primary ? "(primary)" : "(secondary)")")
                 var chars: [[String: Any]] = []
                 for (c, descriptors) in entry.characteristics {
                     var value = c.value
                     if !noRead && c.canRead && device.connected {
                         value = (try? await client.readValue(c.id)) ?? value
                     }
-                    var line = "    Characteristic \(shortUUID(c.uuid))\(sigName(c.uuid)) [\(c.flags.sorted().joined(separator: ", "))]"
+                    var line = "    Characteristic \(BluetoothUUID.short(c.uuid))\(sigName(c.uuid)) [\(c.flags.sorted().joined(separator: ", "))]"
                     var cj: [String: Any] = ["uuid": c.uuid, "flags": c.flags.sorted(), "path": c.id.path.rawValue]
                     if let value {
-                        line += " = \(hexString(value))"
-                        cj["value"] = hexString(value)
+                        line += " = \(Hex.string(value))"
+                        cj["value"] = Hex.string(value)
                         if let g = try? GATTDecoder.decode(characteristic: try BluetoothUUID(parsing: c.uuid), value: value) {
                             line += "  → \(gattText(g))"
                             cj["decoded"] = (try? JSONSerialization.jsonObject(with: Data(g.jsonString.utf8))) ?? NSNull()
                         }
                     }
                     lines.append(line)
-                    for d in descriptors { lines.append("      Descriptor \(shortUUID(d.uuid))\(sigName(d.uuid))\(d.value.map { " = " + hexString($0) } ?? "")") }
+                    for d in descriptors { lines.append("      Descriptor \(BluetoothUUID.short(d.uuid))\(sigName(d.uuid))\(d.value.map { " = " + Hex.string($0) } ?? "")") }
                     chars.append(cj)
                 }
                 tree.append(["uuid": s.uuid, "primary": s.primary, "characteristics": chars])
@@ -227,14 +227,12 @@ func propertyText(_ v: DBusValue) -> String {
     case let .uint32(n): return String(format: "0x%08x", n)
     case let .byte(n): return "\(n)"
     case let .objectPath(p): return p.rawValue
-    case let .bytes(b): return hexString(b)
+    case let .bytes(b): return Hex.string(b)
     case let .array(_, items): return items.map(propertyText).joined(separator: ", ")
     case let .dictionary(_, _, entries): return entries.map { "\(propertyText($0.key)): \(propertyText($0.value))" }.joined(separator: "; ")
     default: return "\(v.unwrapped)"
     }
 }
-
-func shortUUID(_ uuid: String) -> String { BluetoothUUID.short(uuid) }
 
 func sigName(_ uuid: String) -> String {
     guard let u = try? BluetoothUUID(parsing: uuid), let name = AssignedNumbers.name(for: u) else { return "" }
