@@ -389,12 +389,25 @@ class Suite:
                 f"{len(values_after(back))} values after the return; Device1 calls meanwhile: {', '.join(members) or 'none'}")
 
     def w_power_cycle(self):
-        scan = self.spawn("scan", "--json", "--duration", "30")
-        time.sleep(5)
+        scan = self.spawn("scan", "--json", "--duration", "45")
+        # Power off only once the scan is under way: a debug build under
+        # software emulation can take seconds to start discovering.
+        lines, errors = [], []
+        readers = [threading.Thread(target=lambda s=stream, l=into: l.extend(s), daemon=True)
+                   for stream, into in ((scan.stdout, lines), (scan.stderr, errors))]
+        for t in readers:
+            t.start()
+        deadline = time.monotonic() + 30
+        while not any(BTHOME in l for l in lines) and scan.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        check(any(BTHOME in l for l in lines), f"the scan reported no BTHome sensor before the power cycle: {''.join(errors)[-300:]}")
         self.bluetoothctl("power", "off")
         time.sleep(3)
         self.bluetoothctl("power", "on")
-        out, err = scan.communicate(timeout=60)
+        scan.wait(timeout=90)
+        for t in readers:
+            t.join(10)
+        out, err = "".join(lines), "".join(errors)
         self.log(f"scan across power cycle -> {scan.returncode}\n{out[-2000:]}{err[-2000:]}")
         check(scan.returncode == 0, f"scan exited {scan.returncode} across power off/on: {err[-300:]}")
         # bluetoothd ends every discovery when the adapter goes off and
@@ -467,16 +480,17 @@ class Suite:
         """The gateway for 20 s against a private mosquitto; checks that it
         published the BTHome sensor and stopped cleanly on SIGTERM."""
         with gateway_setup("gateway-", extra) as (config, port):
-            sub = subprocess.Popen(["mosquitto_sub", "-p", str(port), "-t", "#", "-v", "-W", "25"],
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            # Subscribed (SUBACK received) before the gateway starts, so
+            # nothing it publishes can be missed.
+            sub = Subscriber(port, "#")
             gateway = self.spawn("gateway", "--config", config)
             time.sleep(20)
             gateway.send_signal(signal.SIGTERM)
             g_out, g_err = gateway.communicate(timeout=20)
             self.log(f"gateway -> {gateway.returncode}\n{g_err[-3000:]}")
-            out, _ = sub.communicate(timeout=30)
+            time.sleep(1)
+            topics = sub.close()
             check(gateway.returncode == 0, f"gateway exited {gateway.returncode} on SIGTERM: {g_err[-300:]}")
-            topics = [l.split(" ", 1)[0] for l in out.splitlines()]
             self.log("topics:\n" + "\n".join(sorted(set(topics))[:100]))
             key = BTHOME.replace(":", "").lower()
             check(any(key in t for t in topics), f"no topic for the BTHome sensor among {len(topics)} messages")
@@ -594,7 +608,9 @@ def gateway_setup(prefix, extra):
     port = free_port()
     broker = subprocess.Popen(["mosquitto", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        time.sleep(0.5)
+        # Under software emulation the broker can take seconds to listen; a
+        # subscriber started before that exits at once with nothing heard.
+        wait_for_port(port, 30)
         config = os.path.join(work, "gateway.yaml")
         with open(config, "w") as f:
             f.write(f"gateway: {{ state_dir: {work}/state }}\n"
@@ -604,6 +620,88 @@ def gateway_setup(prefix, extra):
     finally:
         broker.terminate()
         broker.wait(10)
+
+
+class Subscriber:
+    """A minimal MQTT 3.1.1 subscriber (QoS 0): connects, subscribes and
+    waits for the broker's SUBACK, then collects the topics of every
+    PUBLISH on a thread until close()."""
+
+    def __init__(self, port, topic):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        client = f"suite-{os.getpid()}".encode()
+        self.send(0x10, b"\x00\x04MQTT\x04\x02\x00\x00" + len(client).to_bytes(2, "big") + client)
+        kind, body = self.packet()
+        check(kind == 0x20 and body[1:2] == b"\x00", f"the broker refused the subscriber: {kind:#x} {body.hex()}")
+        filt = topic.encode()
+        self.send(0x82, b"\x00\x01" + len(filt).to_bytes(2, "big") + filt + b"\x00")
+        kind, body = self.packet()
+        check(kind == 0x90 and body[2:3] != b"\x80", f"the broker refused the subscription: {kind:#x} {body.hex()}")
+        self.topics = []
+        self.sock.settimeout(None)
+        self.thread = threading.Thread(target=self.collect, daemon=True)
+        self.thread.start()
+
+    def send(self, first, body):
+        length, n = b"", len(body)
+        while True:
+            digit, n = n % 128, n // 128
+            length += bytes([digit | (0x80 if n else 0)])
+            if not n:
+                break
+        self.sock.sendall(bytes([first]) + length + body)
+
+    def read(self, n):
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise EOFError
+            data += chunk
+        return data
+
+    def packet(self):
+        first = self.read(1)[0]
+        length, shift = 0, 0
+        while True:
+            byte = self.read(1)[0]
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        return first & 0xF0, self.read(length)
+
+    def collect(self):
+        try:
+            while True:
+                kind, body = self.packet()
+                if kind == 0x30:
+                    size = int.from_bytes(body[:2], "big")
+                    self.topics.append(body[2:2 + size].decode(errors="replace"))
+        except (OSError, EOFError):
+            pass
+
+    def close(self):
+        """Stops listening; returns the topics heard, in order."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.thread.join(10)
+        self.sock.close()
+        return list(self.topics)
+
+
+def wait_for_port(port, seconds):
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise Failed(f"mosquitto did not listen on port {port} within {seconds} s")
+            time.sleep(0.2)
 
 
 def free_port():

@@ -71,7 +71,15 @@ struct ScanCommand: AsyncParsableCommand {
             // reported first; everything after comes from the event stream.
             let before = client.mirror.snapshot().devices(on: adapter.id).filter { $0.rssi != nil }
             let session: DiscoverySession
-            do { session = try await client.discover(adapter: adapter.id, filter: filter) } catch { throw CLIError(error) }
+            do { session = try await client.discover(adapter: adapter.id, filter: filter) } catch {
+                // bluetoothd answers NotReady when the adapter is not powered:
+                // it was switched off between our look and StartDiscovery.
+                if case .bluez(.notReady, _)? = error as? BlueZError {
+                    throw CLIError("adapter \(adapter.id.name) was powered off as the scan started (bluetoothd: NotReady). "
+                                   + "Turn it on with `bluetoothctl power on` and scan again.")
+                }
+                throw CLIError(error)
+            }
             if !options.json { printError("Scanning on \(adapter.id.name)… (Ctrl-C to stop)") }
             let reported = ReportedDevices()
             for d in before where report(d, client, keys: keys) { reported.insert(d.id) }
