@@ -24,7 +24,7 @@ struct ConnectCommand: AsyncParsableCommand {
             do {
                 try await client.connectResolvingServices(device.id, timeout: Bounds.duration(seconds: timeout))
             } catch {
-                throw CLIError("cannot connect to \(device.address): \(CLIError(error).description)")
+                throw CLIError("cannot connect to \(device.address): \(CLIError(error, device: device).description)")
             }
             let services = client.mirror.snapshot().gattTree(of: device.id).count
             out(options.json ? jsonLine(["address": device.address.description, "connected": true, "services": services])
@@ -93,7 +93,7 @@ struct PairCommand: AsyncParsableCommand {
                 try await client.pair(device.id)
                 if trust { try await client.setTrusted(true, device: device.id) }
             } catch {
-                throw CLIError("pairing with \(device.address) failed: \(CLIError(error).description)")
+                throw CLIError("pairing with \(device.address) failed: \(CLIError(error, device: device).description)")
             }
             await agent.unregister()
             out(options.json ? jsonLine(["address": device.address.description, "paired": true, "trusted": trust])
@@ -192,7 +192,7 @@ private func deviceAction(
     try await runReporting {
         let client = try await options.client()
         let (_, device) = try options.device(address, of: client)
-        do { try await action(client, device) } catch { throw CLIError(error) }
+        do { try await action(client, device) } catch { throw CLIError(error, device: device) }
         var object = json
         object["address"] = device.address.description
         out(options.json ? jsonLine(object) : text(device))

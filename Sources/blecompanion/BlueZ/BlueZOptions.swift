@@ -76,6 +76,19 @@ struct CLIError: Error, CustomStringConvertible {
     init(_ error: any Error) {
         if let e = error as? BlueZError { description = e.description } else { description = "\(error)" }
     }
+
+    /// For a call on `device`: bluetoothd answers a method call on a device
+    /// it has just removed with D-Bus's "Method … doesn't exist", which says
+    /// nothing to a user. It removes a device it has not heard for a while
+    /// (TemporaryTimeout, 30 s by default) unless it is paired or connected.
+    init(_ error: any Error, device: Device) {
+        if case .notFound? = error as? BlueZError {
+            self.init("bluetoothd no longer knows \(device.address): it forgets a device it has not heard for about "
+                      + "30 s unless it is paired or connected. Scan (`blecompanion scan`) and try again.")
+        } else {
+            self.init(error)
+        }
+    }
 }
 
 /// Runs a command body, printing CLIError/BlueZError as one line and
