@@ -177,12 +177,16 @@ public final class GatewayRuntime: Sendable {
         self.store = store
         self.queue = queue
         let bindkeys = options.bindkeys
-        adapters = BlueZAdapterRepository(client: client)
-        devices = BlueZDeviceRepository(client: client, adapter: options.adapter, bindkeys: { bindkeys[$0] }, scanner: adapters,
-                                        services: Set(options.services), publishInterval: options.batch)
-        control = BlueZDeviceControl(client: client, rssiHistory: 0, bindkeys: { bindkeys[$0] })
-        manager = ConnectionManager(backend: BlueZConnectionBackend(client: client))
-        recorder = ReadingRecorder(repository: devices, store: store)
+        // No remembered readings (they would be published as new) and no
+        // RSSI history (nothing shows it); the publish interval is the batch.
+        let domain = DomainServices.open(client: client, store: store, configuration: .init(
+            adapter: options.adapter, bindkeys: { bindkeys[$0] }, showRemembered: false,
+            services: Set(options.services), publishInterval: options.batch, rssiHistory: 0))
+        adapters = domain.adapters
+        devices = domain.devices
+        control = domain.control
+        manager = domain.manager
+        recorder = domain.recorder
         list = DeviceListPresenter(repository: devices, navigator: Navigator(),
                                    expiry: .init(staleAfter: options.expireAfter, removeAfter: nil))
         let adapterName = options.adapter

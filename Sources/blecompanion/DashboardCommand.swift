@@ -75,15 +75,12 @@ struct DashboardServices {
         }
         let adapterName = adapter ?? settings.current.adapter
         let adapterID = (try? client.adapter(adapterName).id) ?? (try? AdapterID(name: adapterName ?? "hci0")) ?? AdapterID(path: "/org/bluez/hci0")
-        let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]? = { settings.current.bindkeys[$0] }
-        let remembered = (try? database.rememberedDevices()) ?? []
-        let adapters = BlueZAdapterRepository(client: client)
-        let devices = BlueZDeviceRepository(client: client, adapter: adapterName, remembered: remembered, bindkeys: bindkeys, scanner: adapters)
-        let control = BlueZDeviceControl(client: client, bindkeys: bindkeys)
-        let manager = ConnectionManager(backend: BlueZConnectionBackend(client: client))
+        let domain = DomainServices.open(client: client, store: database, configuration: .init(
+            adapter: adapterName, bindkeys: { settings.current.bindkeys[$0] }))
+        let adapters = domain.adapters, devices = domain.devices, control = domain.control
+        let manager = domain.manager, recorder = domain.recorder
         let watches = WatchService(settings: settings, manager: manager, adapter: adapterID)
         let pairing = BlueZPairingService(client: client)
-        let recorder = ReadingRecorder(repository: devices, store: database)
         let log = EventLog(names: EventLog.deviceNames(in: client.mirror))
         // A ping every 5 s, 3 s to answer: a stopped or hung bluetoothd
         // shows in the header within 8 s (it keeps its bus name, so nothing

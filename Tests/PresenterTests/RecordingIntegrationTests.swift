@@ -79,8 +79,9 @@ import Vocabulary
         // machine reaches before the client has enumerated.)
         let sim = try await Simulated.start("demo-home.json")
         defer { sim.bus.stop() }
-        let repository = BlueZDeviceRepository(client: sim.client, remembered: remembered)
-        let recorder = ReadingRecorder(repository: repository, store: store)
+        // Wired as the dashboard wires it.
+        let domain = DomainServices.open(client: sim.client, store: store, configuration: .init())
+        let repository = domain.devices, recorder = domain.recorder
         var record: DeviceRecord?
         for await snapshot in repository.snapshots() {
             record = snapshot.devices.first { $0.id == keyboard }
@@ -92,6 +93,31 @@ import Vocabulary
         try await Task.sleep(for: .milliseconds(200))
         #expect(try store.history(of: keyboard, kind: .battery).count == 1, "remembered readings are not stored again")
         #expect(recorder.lastFailure == nil)
+        await sim.simulator.stop()
+    }
+
+    /// The gateway's wiring shows nothing remembered: it would publish a
+    /// remembered reading as if it had just been heard.
+    @Test func theGatewaysWiringShowsNoRememberedReadings() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-mem-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try ReadingStore(path: dir.appendingPathComponent("readings.sqlite").path)
+        let keyboard = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("DC:2C:26:01:02:03"))
+        try store.record(DeviceRecord(id: keyboard, name: "MX Keys", format: "bthome", readings: [Reading(.battery, 80, unit: "%")]),
+                         at: Date(timeIntervalSince1970: 1_800_000_000))
+        #expect(try store.rememberedDevices().count == 1)
+
+        let sim = try await Simulated.start("demo-home.json")
+        defer { sim.bus.stop() }
+        let domain = DomainServices.open(client: sim.client, store: store, configuration: .init(showRemembered: false, rssiHistory: 0))
+        var record: DeviceRecord?
+        for await snapshot in domain.devices.snapshots() {
+            record = snapshot.devices.first { $0.id == keyboard }
+            if record != nil { break }
+        }
+        #expect(record?.remembered == false)
+        #expect(record?.readings.isEmpty == true && record?.lastSeen == nil)
         await sim.simulator.stop()
     }
 }
