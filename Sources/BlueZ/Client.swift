@@ -108,16 +108,16 @@ public struct BlueZClient: Sendable {
     // MARK: Adapter
 
     public func setPowered(_ on: Bool, adapter: AdapterID) async throws(BlueZError) {
-        try await set(adapter.path, BlueZInterface.adapter, "Powered", .boolean(on))
+        try await set(adapter.path, BlueZInterface.adapter, AdapterProperty.powered.rawValue, .boolean(on))
     }
     public func setAlias(_ alias: String, adapter: AdapterID) async throws(BlueZError) {
-        try await set(adapter.path, BlueZInterface.adapter, "Alias", .string(alias))
+        try await set(adapter.path, BlueZInterface.adapter, AdapterProperty.alias.rawValue, .string(alias))
     }
     public func setDiscoverable(_ on: Bool, adapter: AdapterID) async throws(BlueZError) {
-        try await set(adapter.path, BlueZInterface.adapter, "Discoverable", .boolean(on))
+        try await set(adapter.path, BlueZInterface.adapter, AdapterProperty.discoverable.rawValue, .boolean(on))
     }
     public func setPairable(_ on: Bool, adapter: AdapterID) async throws(BlueZError) {
-        try await set(adapter.path, BlueZInterface.adapter, "Pairable", .boolean(on))
+        try await set(adapter.path, BlueZInterface.adapter, AdapterProperty.pairable.rawValue, .boolean(on))
     }
 
     public func setDiscoveryFilter(_ filter: DiscoveryFilter, adapter: AdapterID) async throws(BlueZError) {
@@ -195,13 +195,13 @@ public struct BlueZClient: Sendable {
         _ = try await call(device.path, BlueZInterface.device, "CancelPairing")
     }
     public func setTrusted(_ on: Bool, device: DeviceID) async throws(BlueZError) {
-        try await set(device.path, BlueZInterface.device, "Trusted", .boolean(on))
+        try await set(device.path, BlueZInterface.device, DeviceProperty.trusted.rawValue, .boolean(on))
     }
     public func setBlocked(_ on: Bool, device: DeviceID) async throws(BlueZError) {
-        try await set(device.path, BlueZInterface.device, "Blocked", .boolean(on))
+        try await set(device.path, BlueZInterface.device, DeviceProperty.blocked.rawValue, .boolean(on))
     }
     public func setAlias(_ alias: String, device: DeviceID) async throws(BlueZError) {
-        try await set(device.path, BlueZInterface.device, "Alias", .string(alias))
+        try await set(device.path, BlueZInterface.device, DeviceProperty.alias.rawValue, .string(alias))
     }
 
     /// Waits until bluetoothd has exported the device's GATT database.
@@ -298,7 +298,7 @@ public struct BlueZClient: Sendable {
                 case let .propertiesChanged(p, interface, changed, _) where p == path && interface == BlueZInterface.gattCharacteristic:
                     if let v = changed["Value"], let bytes = PropertyReader.bytes(v) { continuation.yield(.value(bytes)) }
                 case let .propertiesChanged(p, interface, changed, _) where p == devicePath && interface == BlueZInterface.device:
-                    switch changed["ServicesResolved"] {
+                    switch changed[DeviceProperty.servicesResolved] {
                     case .boolean(false)?: pause(.bluez(.notConnected, message: "the device disconnected"))
                     case .boolean(true)? where client.mirror.snapshot().characteristics[path] != nil: await resume()
                     default: break
@@ -450,7 +450,7 @@ public final class DiscoverySession: Sendable {
                     break
                 case let .propertiesChanged(path, interface, changed, _)
                     where path == adapter.path && interface == BlueZInterface.adapter
-                        && (changed["Powered"] == .boolean(true) || changed["Discovering"] == .boolean(false)):
+                        && (changed[AdapterProperty.powered] == .boolean(true) || changed[AdapterProperty.discovering] == .boolean(false)):
                     // Discovering=false with our session still wanted: bluetoothd
                     // dropped the discovery (it power-cycles the controller to set
                     // privacy while starting, for one).

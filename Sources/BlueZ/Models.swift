@@ -145,25 +145,33 @@ public struct Adapter: Sendable, Equatable {
     public init(id: AdapterID, properties: [String: DBusValue]) {
         self.id = id
         var r = PropertyReader(properties, interface: BlueZInterface.adapter)
-        address = r.get("Address")
-        addressType = r.get("AddressType")
-        name = r.get("Name")
-        alias = r.get("Alias")
-        deviceClass = r.get("Class")
-        powered = r.get("Powered")
-        powerState = r.get("PowerState")
-        discoverable = r.get("Discoverable")
-        discoverableTimeout = r.get("DiscoverableTimeout")
-        pairable = r.get("Pairable")
-        pairableTimeout = r.get("PairableTimeout")
-        discovering = r.get("Discovering")
-        uuids = r.get("UUIDs", as: [String].self) ?? []
-        modalias = r.get("Modalias")
-        roles = r.get("Roles", as: [String].self) ?? []
-        connectable = r.get("Connectable")
-        experimentalFeatures = r.get("ExperimentalFeatures", as: [String].self) ?? []
-        manufacturer = r.get("Manufacturer")
-        version = r.get("Version")
+        uuids = []
+        roles = []
+        experimentalFeatures = []
+        for property in AdapterProperty.allCases {
+            let key = property.rawValue
+            switch property {
+            case .address: address = r.get(key)
+            case .addressType: addressType = r.get(key)
+            case .name: name = r.get(key)
+            case .alias: alias = r.get(key)
+            case .deviceClass: deviceClass = r.get(key)
+            case .powered: powered = r.get(key)
+            case .powerState: powerState = r.get(key)
+            case .discoverable: discoverable = r.get(key)
+            case .discoverableTimeout: discoverableTimeout = r.get(key)
+            case .pairable: pairable = r.get(key)
+            case .pairableTimeout: pairableTimeout = r.get(key)
+            case .discovering: discovering = r.get(key)
+            case .uuids: uuids = r.get(key, as: [String].self) ?? []
+            case .modalias: modalias = r.get(key)
+            case .roles: roles = r.get(key, as: [String].self) ?? []
+            case .connectable: connectable = r.get(key)
+            case .experimentalFeatures: experimentalFeatures = r.get(key, as: [String].self) ?? []
+            case .manufacturer: manufacturer = r.get(key)
+            case .version: version = r.get(key)
+            }
+        }
         problems = r.problems
         raw = properties
     }
@@ -219,11 +227,6 @@ public struct Device: Sendable, Equatable {
     public var problems: [String] { problemsByKey.keys.sorted().compactMap { problemsByKey[$0] } }
     private var problemsByKey: [String: String] = [:]
 
-    static let keys = ["AddressType", "Name", "Alias", "Appearance", "Icon", "Class", "Paired", "Bonded", "Trusted",
-                       "Blocked", "Connected", "ServicesResolved", "LegacyPairing", "WakeAllowed", "RSSI", "TxPower",
-                       "ManufacturerData", "ServiceData", "UUIDs", "Modalias", "Adapter", "CablePairing",
-                       "AdvertisingFlags", "AdvertisingData", "Sets", "PreferredBearer"]
-
     public init(id: DeviceID, properties: [String: DBusValue]) {
         self.id = id
         paired = false
@@ -238,43 +241,49 @@ public struct Device: Sendable, Equatable {
         advertisingFlags = []
         advertisingData = [:]
         sets = []
-        update(Device.keys, from: properties)
+        update(DeviceProperty.allCases, from: properties)
     }
 
     /// Applies a PropertiesChanged: only the named keys are read again
-    /// (`properties` is the merged set, as the mirror keeps it).
+    /// (`properties` is the merged set, as the mirror keeps it); names the
+    /// API does not document are ignored.
     mutating func update<Keys: Sequence<String>>(_ keys: Keys, from properties: [String: DBusValue]) {
-        var r = PropertyReader(properties, interface: BlueZInterface.device)
-        for key in keys {
+        update(keys.lazy.compactMap(DeviceProperty.init(rawValue:)), from: properties)
+    }
+
+    mutating func update<Properties: Sequence<DeviceProperty>>(_ properties: Properties, from values: [String: DBusValue]) {
+        var r = PropertyReader(values, interface: BlueZInterface.device)
+        for property in properties {
+            let key = property.rawValue
             let before = r.problems.count
-            switch key {
-            case "AddressType": addressType = r.get(key)
-            case "Name": name = r.get(key)
-            case "Alias": alias = r.get(key)
-            case "Appearance": appearance = r.get(key)
-            case "Icon": icon = r.get(key)
-            case "Class": deviceClass = r.get(key)
-            case "Paired": paired = r.get(key) ?? false
-            case "Bonded": bonded = r.get(key) ?? false
-            case "Trusted": trusted = r.get(key) ?? false
-            case "Blocked": blocked = r.get(key) ?? false
-            case "Connected": connected = r.get(key) ?? false
-            case "ServicesResolved": servicesResolved = r.get(key) ?? false
-            case "LegacyPairing": legacyPairing = r.get(key)
-            case "WakeAllowed": wakeAllowed = r.get(key)
-            case "RSSI": rssi = r.get(key)
-            case "TxPower": txPower = r.get(key)
-            case "ManufacturerData": manufacturerData = r.manufacturerData(key) ?? [:]
-            case "ServiceData": serviceData = r.serviceData(key) ?? [:]
-            case "UUIDs": uuids = r.get(key, as: [String].self) ?? []
-            case "Modalias": modalias = r.get(key)
-            case "Adapter": adapterPath = r.get(key)
-            case "CablePairing": cablePairing = r.get(key)
-            case "AdvertisingFlags": advertisingFlags = r.get(key, as: [UInt8].self) ?? []
-            case "AdvertisingData": advertisingData = r.advertisingData(key) ?? [:]
-            case "Sets": sets = r.objectPathKeys(key) ?? []
-            case "PreferredBearer": preferredBearer = r.get(key)
-            default: continue
+            switch property {
+            case .address: continue  // the object path's, which names the device
+            case .addressType: addressType = r.get(key)
+            case .name: name = r.get(key)
+            case .alias: alias = r.get(key)
+            case .appearance: appearance = r.get(key)
+            case .icon: icon = r.get(key)
+            case .deviceClass: deviceClass = r.get(key)
+            case .paired: paired = r.get(key) ?? false
+            case .bonded: bonded = r.get(key) ?? false
+            case .trusted: trusted = r.get(key) ?? false
+            case .blocked: blocked = r.get(key) ?? false
+            case .connected: connected = r.get(key) ?? false
+            case .servicesResolved: servicesResolved = r.get(key) ?? false
+            case .legacyPairing: legacyPairing = r.get(key)
+            case .wakeAllowed: wakeAllowed = r.get(key)
+            case .rssi: rssi = r.get(key)
+            case .txPower: txPower = r.get(key)
+            case .manufacturerData: manufacturerData = r.manufacturerData(key) ?? [:]
+            case .serviceData: serviceData = r.serviceData(key) ?? [:]
+            case .uuids: uuids = r.get(key, as: [String].self) ?? []
+            case .modalias: modalias = r.get(key)
+            case .adapter: adapterPath = r.get(key)
+            case .cablePairing: cablePairing = r.get(key)
+            case .advertisingFlags: advertisingFlags = r.get(key, as: [UInt8].self) ?? []
+            case .advertisingData: advertisingData = r.advertisingData(key) ?? [:]
+            case .sets: sets = r.objectPathKeys(key) ?? []
+            case .preferredBearer: preferredBearer = r.get(key)
             }
             problemsByKey[key] = r.problems.count > before ? r.problems.last : nil
         }

@@ -374,25 +374,25 @@ private struct BuildState {
             var props: [String: DBusValue] = [:]
             for (k, v) in changed { props[k] = v }
             let partial = Device(id: id, properties: props)
-            for (key, what) in [("Connected", "connected"), ("Paired", "paired"), ("Trusted", "trusted"), ("Blocked", "blocked")] {
+            for (key, what) in [(DeviceProperty.connected, "connected"), (.paired, "paired"), (.trusted, "trusted"), (.blocked, "blocked")] {
                 guard case let .boolean(on)? = changed[key]?.unwrapped else { continue }
-                if key == "Connected" {
+                if key == .connected {
                     guard on != d.connected else { continue }
                     d.connected = on
                 }
-                let word = on ? what : (key == "Connected" ? "disconnected" : "un" + what)
+                let word = on ? what : (key == .connected ? "disconnected" : "un" + what)
                 d.notes.append("\(word) at \(millisText(t)) s")
-                if key == "Paired" || key == "Trusted" { d.kept = on || (key == "Paired" ? d.spec.trusted : d.spec.paired) }
+                if key == .paired || key == .trusted { d.kept = on || (key == .paired ? d.spec.trusted : d.spec.paired) }
             }
             var e = AdvertisementEvent(at: t)
             var any = false
-            if changed["RSSI"] != nil, let r = partial.rssi { e.rssi = clampPower(r); any = true }
-            if changed["TxPower"] != nil, let p = partial.txPower { e.txPower = clampPower(p); any = true }
-            if changed["Name"] != nil, let n = partial.name { e.name = n; any = true }
-            if changed["ManufacturerData"] != nil { e.manufacturerData = partial.manufacturerData; any = true }
-            if changed["ServiceData"] != nil { e.serviceData = serviceData(partial.serviceData); any = true }
+            if changed[DeviceProperty.rssi] != nil, let r = partial.rssi { e.rssi = clampPower(r); any = true }
+            if changed[DeviceProperty.txPower] != nil, let p = partial.txPower { e.txPower = clampPower(p); any = true }
+            if changed[DeviceProperty.name] != nil, let n = partial.name { e.name = n; any = true }
+            if changed[DeviceProperty.manufacturerData] != nil { e.manufacturerData = partial.manufacturerData; any = true }
+            if changed[DeviceProperty.serviceData] != nil { e.serviceData = serviceData(partial.serviceData); any = true }
             // With a connection, UUIDs list the GATT services: not advertised.
-            if changed["UUIDs"] != nil, !d.connected, changed["ServicesResolved"] == nil, changed["Connected"] == nil {
+            if changed[DeviceProperty.uuids] != nil, !d.connected, changed[DeviceProperty.servicesResolved] == nil, changed[DeviceProperty.connected] == nil {
                 e.uuids = partial.uuids.compactMap(BluetoothUUID.canonical)
                 any = true
             }

@@ -90,14 +90,14 @@ public final class BlueZDeviceControl: DeviceControl {
             if interface == BlueZInterface.adapter { everyone = true; break }
             concerned = DeviceID(path: path) ?? GATTAttributeID(path: path)?.device
             if let id = concerned, interface == BlueZInterface.device {
-                if rssiLimit > 0, changed["RSSI"] != nil, let rssi = client.mirror.read({ $0.devices[id]?.rssi }) {
+                if rssiLimit > 0, changed[DeviceProperty.rssi] != nil, let rssi = client.mirror.read({ $0.devices[id]?.rssi }) {
                     state.withLock { s in
                         // In place (a copy of the history per advertisement otherwise).
                         s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
                         if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }
                     }
                 }
-                if changed["RSSI"] != nil || changed["ManufacturerData"] != nil || changed["ServiceData"] != nil {
+                if changed[DeviceProperty.rssi] != nil || changed[DeviceProperty.manufacturerData] != nil || changed[DeviceProperty.serviceData] != nil {
                     state.withLock { $0.lastSeen[id] = time }
                 }
             }

@@ -190,7 +190,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
                 }
                 var touched: [DeviceID] = []
                 if case let .propertiesChanged(path, BlueZInterface.device, changed, invalidated) = event,
-                   changed.keys.contains(where: { $0 == "RSSI" || $0 == "ManufacturerData" || $0 == "ServiceData" }),
+                   changed.keys.contains(where: Self.advertisedContent.contains),
                    let id = DeviceID(path: path) {
                     // The common case (an advertisement): only this device's record changes.
                     if invalidated.isEmpty, changed.keys.allSatisfy(Self.advertisementProperties.contains), self.refreshOne(id) { continue }
@@ -269,7 +269,9 @@ public final class BlueZDeviceRepository: DeviceRepository {
     }
 
     /// Properties an advertisement changes; a change of only these touches one record.
-    static let advertisementProperties: Set<String> = ["RSSI", "ManufacturerData", "ServiceData", "TxPower"]
+    static let advertisementProperties = DeviceProperty.names(DeviceProperty.advertisement)
+    /// What makes a change an advertisement (TxPower alone does not).
+    static let advertisedContent = DeviceProperty.names([.rssi, .manufacturerData, .serviceData])
 
     /// Rebuilds only `id`'s record and marks it changed for the next
     /// snapshot. False when that is not enough (availability or scanning

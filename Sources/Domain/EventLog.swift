@@ -283,8 +283,8 @@ struct MirrorTracker {
     /// these only: an advertisement does not wake it).
     @Sendable static func concerns(_ event: BlueZEvent) -> Bool {
         guard case let .propertiesChanged(_, interface, changed, _) = event else { return true }
-        return (interface == BlueZInterface.device && changed["Connected"] != nil)
-            || (interface == BlueZInterface.adapter && changed["Powered"] != nil)
+        return (interface == BlueZInterface.device && changed[DeviceProperty.connected] != nil)
+            || (interface == BlueZInterface.adapter && changed[AdapterProperty.powered] != nil)
     }
 
     /// The events `event` means. Property values come from the event itself
@@ -337,7 +337,7 @@ struct MirrorTracker {
             return out
         case let .propertiesChanged(path, interface, changed, _):
             guard available else { return [] }
-            if interface == BlueZInterface.device, changed["Connected"] != nil, let id = DeviceID(path: path) {
+            if interface == BlueZInterface.device, changed[DeviceProperty.connected] != nil, let id = DeviceID(path: path) {
                 let now = Device(id: id, properties: changed).connected
                 let was = connected[id] != nil
                 guard now != was else { return [] }
@@ -349,7 +349,7 @@ struct MirrorTracker {
                 let known = connected.removeValue(forKey: id) ?? nil
                 return [(.deviceDisconnected(id), snapshot().devices[id].flatMap(Self.name) ?? known)]
             }
-            if interface == BlueZInterface.adapter, changed["Powered"] != nil {
+            if interface == BlueZInterface.adapter, changed[AdapterProperty.powered] != nil {
                 let id = AdapterID(path: path)
                 guard let now = Adapter(id: id, properties: changed).powered, powered[id] != now else { return [] }
                 powered[id] = now

@@ -122,6 +122,26 @@ import Vocabulary
         #expect(a.manufacturer == 2 && a.version == 12 && a.connectable == true && a.experimentalFeatures.count == 1)
     }
 
+    /// Each case of the property enums is parsed: a value no documented
+    /// property has (a double) is reported under that case's D-Bus name.
+    /// (Address is the exception: a device's address is its path's.)
+    @Test func everyPropertyCaseIsParsed() throws {
+        for property in DeviceProperty.allCases where property != .address {
+            let d = Device(id: try #require(DeviceID(path: devPath)), properties: [property.rawValue: .double(1.5)])
+            #expect(d.problems.count == 1 && d.problems.first?.hasPrefix("org.bluez.Device1.\(property.rawValue) should be") == true,
+                    "\(property): \(d.problems)")
+        }
+        for property in AdapterProperty.allCases {
+            let a = Adapter(id: try AdapterID(name: "hci0"), properties: [property.rawValue: .double(1.5)])
+            #expect(a.problems.count == 1 && a.problems.first?.hasPrefix("org.bluez.Adapter1.\(property.rawValue) should be") == true,
+                    "\(property): \(a.problems)")
+        }
+        let changed: [String: DBusValue] = ["RSSI": .int16(-40), "Powered": .boolean(true)]
+        #expect(changed[DeviceProperty.rssi] == .int16(-40) && changed[AdapterProperty.powered] == .boolean(true))
+        #expect(changed[DeviceProperty.connected] == nil)
+        #expect(DeviceProperty.names(DeviceProperty.advertisement) == ["RSSI", "TxPower", "ManufacturerData", "ServiceData"])
+    }
+
     @Test func gattTreeIsOrderedByHandle() throws {
         var snap = BlueZSnapshot()
         snap.reset(to: [:])

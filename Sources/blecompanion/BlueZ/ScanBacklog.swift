@@ -46,7 +46,7 @@ final class ScanBacklog: Sendable {
     /// Yields when there is something to pop; the consumer's loop ends when its task is cancelled.
     let wakes: AsyncStream<Void>
     /// Which device properties are worth a line.
-    static let reportedProperties: Set<String> = ["RSSI", "ManufacturerData", "ServiceData", "Name", "Alias"]
+    static let reportedProperties = DeviceProperty.names([.rssi, .manufacturerData, .serviceData, .name, .alias])
     let adapter: AdapterID
 
     init(adapter: AdapterID) {
