@@ -1,3 +1,4 @@
+import Locking
 /// A bounded, single-consumer buffer between the connection's I/O thread
 /// and one async consumer.
 ///
@@ -7,7 +8,7 @@
 /// consumer can see that it missed something (a BlueZ mirror resyncs with
 /// GetManagedObjects when the count changes).
 final class AsyncBuffer<Element: Sendable>: @unchecked Sendable {
-    private let lock = PThreadMutex()
+    private let lock = Lock<Void>()
     private var storage: [Element?] = []
     private var head = 0
     private var stored = 0

@@ -1,4 +1,5 @@
 internal import CDBus
+import Locking
 import Synchronization
 import HeapModule
 #if canImport(Glibc)
@@ -22,7 +23,7 @@ struct CMessage: @unchecked Sendable {
 /// Per-call state shared between the caller (cancellation) and the I/O thread.
 final class CallState: @unchecked Sendable {
     enum Phase { case new, started(serial: UInt32), cancelled, done }
-    let lock = PThreadMutex()
+    let lock = Lock<Void>()
     var phase: Phase = .new
 }
 
@@ -83,7 +84,7 @@ final class ConnectionCore: @unchecked Sendable {
     private let wakeFD: Int32
 
     // Cross-thread queue.
-    private let queueLock = PThreadMutex()
+    private let queueLock = Lock<Void>()
     private var queue: [() -> Void] = []
     private var accepting = true
     private var wakePending = false
@@ -105,13 +106,13 @@ final class ConnectionCore: @unchecked Sendable {
     /// How long exported objects take to answer (``DBusConnection/delayReplies(by:)``).
     var replyDelayNanoseconds: UInt64 = 0           // loop
     private var idCounter: UInt64 = 0
-    private let idLock = PThreadMutex()
+    private let idLock = Lock<Void>()
     /// Written once on the I/O thread while connecting, read from any
     /// thread afterwards. The lock is the happens-before edge: the one the
     /// continuation gives lives in the (uninstrumented) Swift runtime, which
     /// ThreadSanitizer cannot see when the resume wins the race with the
     /// awaiting task's suspension.
-    private let identityLock = PThreadMutex()
+    private let identityLock = Lock<Void>()
     private var identity = (uniqueName: "", canPassUnixFDs: false)
     var uniqueName: String { identityLock.withLock { identity.uniqueName } }
     var canPassUnixFDs: Bool { identityLock.withLock { identity.canPassUnixFDs } }

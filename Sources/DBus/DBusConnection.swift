@@ -411,7 +411,7 @@ public final class DBusConnection: Sendable {
         let core = self.core
         // Released by the loop after `body`, acquired here after the wait: the
         // hand-over ThreadSanitizer does not see by itself (see `call`).
-        let handoff = PThreadMutex()
+        let handoff = Lock<Void>()
         defer { handoff.withLock {} }
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
             let queued = core.execute {

@@ -1,3 +1,4 @@
+import Locking
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -13,7 +14,7 @@ import Darwin
 public final class UnixFileDescriptor: @unchecked Sendable, Hashable, CustomStringConvertible {
     // The descriptor number is written once at init and only read after,
     // except by take(), which a single owner calls; a lock guards it.
-    private let lock = PThreadMutex()
+    private let lock = Lock<Void>()
     private var fd: Int32
 
     /// Takes ownership of `fd`.
@@ -218,23 +219,3 @@ extension DBusValue: CustomStringConvertible {
     }
 }
 
-/// A tiny pthread mutex for places where a lock must not depend on the
-/// Swift runtime's newer Synchronization module availability.
-final class PThreadMutex: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
-    }
-    @inline(__always) func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-}

@@ -1,3 +1,4 @@
+import Locking
 internal import CPosix
 #if canImport(Glibc)
 import Glibc
@@ -14,7 +15,7 @@ public final class PrivateBus: @unchecked Sendable {
     public let address: String
     public let directory: String
     public let pid: Glibc.pid_t
-    private let lock = PThreadMutex()
+    private let lock = Lock<Void>()
     private var stopped = false
 
     public enum LaunchError: Error, CustomStringConvertible {

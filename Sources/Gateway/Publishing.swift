@@ -85,25 +85,12 @@ enum SortedJSON {
     }
 }
 
-/// `2026-11-23T01:31:38Z`: whole seconds, UTC, without a formatter object.
+/// `2026-11-23T01:31:38Z`: whole seconds, UTC (Foundation's ISO 8601 style).
 /// Times outside `Bounds.unixTimes` are written as its nearest end.
 enum ISO8601UTC {
+    private static let style = Date.ISO8601FormatStyle(timeZone: .gmt)
+
     static func string(_ date: Date) -> String {
-        let t = Bounds.wholeUnixSeconds(date.timeIntervalSince1970)
-        let days = t >= 0 ? t / 86_400 : (t - 86_399) / 86_400
-        let secs = t - days * 86_400
-        // Civil-from-days (H. Hinnant), proleptic Gregorian.
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        let y = yoe + era * 400 + (m <= 2 ? 1 : 0)
-        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        let year = y >= 0 && y < 10000 ? String(repeating: "0", count: max(0, 4 - String(y).count)) + String(y) : String(y)
-        return "\(year)-\(two(m))-\(two(d))T\(two(secs / 3600)):\(two(secs % 3600 / 60)):\(two(secs % 60))Z"
+        Date(timeIntervalSince1970: Double(Bounds.wholeUnixSeconds(date.timeIntervalSince1970))).formatted(style)
     }
 }

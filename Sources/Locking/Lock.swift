@@ -67,3 +67,17 @@ final class LockStorage<Value>: ManagedBuffer<pthread_mutex_t, Value> {
         }
     }
 }
+
+/// A lock that guards state kept elsewhere (several fields of a class, a C
+/// library's calls): the same mutex, without a value.
+extension Lock where Value == Void {
+    public init() { self.init(()) }
+
+    @inlinable
+    public func withLock<Result, E: Error>(_ body: () throws(E) -> Result) throws(E) -> Result {
+        let mutex = storage.withUnsafeMutablePointerToHeader { $0 }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body()
+    }
+}

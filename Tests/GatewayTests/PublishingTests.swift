@@ -112,6 +112,14 @@ private func object(_ message: OutgoingMessage) throws -> [String: Any] {
             == #"{"address":"AA:BB:CC:DD:EE:FF","button":"long_press","format":null,"last_seen":"2000-02-29T00:00:00Z","name":null,"rssi":null}"#)
     }
 
+    @Test func timesAreWholeUTCSecondsClampedToTheFourDigitYears() {
+        #expect(ISO8601UTC.string(Date(timeIntervalSince1970: 1_763_861_498.999)) == "2025-11-23T01:31:38Z")
+        #expect(ISO8601UTC.string(Date(timeIntervalSince1970: -1e300)) == "1970-01-01T00:00:00Z")
+        #expect(ISO8601UTC.string(Date(timeIntervalSince1970: .nan)) == "1970-01-01T00:00:00Z")
+        #expect(ISO8601UTC.string(Date(timeIntervalSince1970: 1e300)) == "9999-12-31T23:59:59Z")
+        #expect(ISO8601UTC.string(.distantFuture) == "4001-01-01T00:00:00Z")
+    }
+
     @Test func stateMessageGoesToTheDeviceStateTopic() throws {
         let m = StatePayload.message(for: try record(), at: Date(), topics: topics)
         #expect(m.topic == "blecompanion/pi-kitchen/aabbccddeeff/state")
