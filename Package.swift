@@ -157,7 +157,7 @@ let package = Package(
             "Vocabulary", "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "ScenarioFormat", "DBus", "TestSupport", "blecompanion", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking"]),
+        .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "Vocabulary"]),
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),

@@ -6,6 +6,7 @@ import Domain
 import Foundation
 import HTTPServer
 import Logging
+import ServiceLifecycle
 import MQTT
 import Presenters
 import Locking
@@ -131,9 +132,11 @@ public final class GatewayRuntime: Sendable {
     /// What was published (state and availability), for the HTTP event stream.
     let published = Broadcaster<OutgoingMessage>(bufferLimit: 256)
     private let parts = Lock<Parts>(Parts())
+    private let loopEndings = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1))
 
     struct Parts {
-        var tasks: [Task<Void, Never>] = []
+        var loops: ServiceGroup?
+        var loopRunner: Task<Void, Never>?
         var mqtt: MQTTClient?
         var publisher: QueuePublisher?
         var agent: BlueZAgent?
@@ -232,33 +235,56 @@ public final class GatewayRuntime: Sendable {
 
     // MARK: - Running
 
-    /// Starts every loop; returns at once. ``shutdown()`` stops them.
+    /// Starts every loop, each a service in one `ServiceGroup`; returns at
+    /// once. ``shutdown()`` stops them; ``loopEnded()`` says when one of
+    /// them ended on its own.
     public func run() {
-        var tasks: [Task<Void, Never>] = []
         // Published before any device: the gateway's own Home Assistant device.
         if options.discovery, options.mqtt != nil {
             enqueue([GatewayDiscovery.gatewayDevice(topics: options.topics)])
         }
-        tasks.append(Task { [weak self] in await self?.publishLoop() })
-        tasks.append(Task { [weak self] in await self?.scanKeeper() })
-        tasks.append(Task { [weak self] in await self?.metricsLoop() })
-        tasks.append(Task { [weak self] in await self?.agentKeeper() })
-        tasks.append(Task { [weak self] in await self?.bluetoothdLiveness() })
-        tasks.append(Task { [weak self] in
-            guard let failures = self?.recorder.failures() else { return }
-            for await failure in failures { self?.storage(.readings, failed: failure) }
-        })
+        let pinging = options.bluetoothdPingInterval.map { $0 > .zero } ?? false
+        var loops = [
+            GatewayLoop("publish") { [weak self] in await self?.publishLoop() },
+            GatewayLoop("scan keeper") { [weak self] in await self?.scanKeeper() },
+            GatewayLoop("metrics") { [weak self] in await self?.metricsLoop() },
+            GatewayLoop("pairing agent", .task) { [weak self] in await self?.agentKeeper() },
+            GatewayLoop("bluetoothd liveness", pinging ? .lifelong : .task) { [weak self] in await self?.bluetoothdLiveness() },
+            GatewayLoop("reading store failures") { [weak self] in
+                guard let failures = self?.recorder.failures() else { return }
+                for await failure in failures { self?.storage(.readings, failed: failure) }
+            },
+        ]
         for (address, uuids) in options.watched.sorted(by: { $0.key < $1.key }) {
             let id = DeviceID(adapter: adapterID, address: address)
             manager.watch(id, notify: uuids)
-            tasks.append(Task { [weak self] in await self?.followGATT(id, uuids: uuids) })
+            loops.append(GatewayLoop("GATT of \(address)") { [weak self] in await self?.followGATT(id, uuids: uuids) })
         }
         if options.mqtt != nil {
-            tasks.append(Task { [weak self] in await self?.mqttLink() })
+            loops.append(GatewayLoop("MQTT link") { [weak self] in await self?.mqttLink() })
         }
-        parts.withLock { $0.tasks.append(contentsOf: tasks) }
+        let group = ServiceGroup(configuration: .init(services: loops.map(\.configuration), logger: logger))
+        let runner = Task { [weak self] in
+            do {
+                try await group.run()
+            } catch {
+                // A loop that ends while the gateway stops is the stop, not a fault.
+                guard let self, !parts.withLock({ $0.stopping }) else { return }
+                let loop = (error as? GatewayLoopEnded)?.loop ?? "\(error)"
+                logger.critical("the \(loop) loop ended on its own; stopping the gateway (exit status 70) so that the service manager starts it again")
+                loopEndings.continuation.yield(loop)
+            }
+        }
+        parts.withLock { $0.loops = group; $0.loopRunner = runner }
         logger.info("gateway running", metadata: ["gateway": "\(options.topics.gatewayID)",
                                                    "mqtt": "\(options.mqtt?.endpoint ?? "off")"])
+    }
+
+    /// Returns the name of a loop that ended on its own (a bug: its source
+    /// finished), once one has; nil when the caller is cancelled first.
+    public func loopEnded() async -> String? {
+        for await loop in loopEndings.stream { return loop }
+        return nil
     }
 
     /// Stops taking in bluetoothd's signals (the mirror freezes as it is):
@@ -302,8 +328,15 @@ public final class GatewayRuntime: Sendable {
         }
         logger.info("gateway stopping")
         // Stop producing: no more list states, scans or commands.
-        let (tasks, agent, http) = parts.withLock { p in (p.tasks, p.agent, p.http) }
-        for t in tasks { t.cancel() }
+        let (loops, loopRunner, agent, http) = parts.withLock { p in (p.loops, p.loopRunner, p.agent, p.http) }
+        if let loops, let loopRunner {
+            // Each loop ends when its stream or sleep is cancelled; one stuck
+            // in a call that does not heed cancellation is left behind
+            // (cancelled) rather than holding up the steps that follow.
+            await loops.triggerGracefulShutdown()
+            await step("stopping the loops", .milliseconds(500)) { await loopRunner.value }
+            loopRunner.cancel()
+        }
         if let http { await step("stopping the HTTP API", .seconds(1)) { await http.stop() } }
         for address in options.watched.keys { manager.unwatch(DeviceID(adapter: adapterID, address: address)) }
         let offline = await loop.allOffline()
@@ -346,7 +379,8 @@ public final class GatewayRuntime: Sendable {
         } else {
             await step("stopping passive scanning", .seconds(1)) { try? await adapters.setPassiveScanning(false, adapter: id, patterns: []) }
         }
-        parts.withLock { $0.mqtt = nil; $0.publisher = nil; $0.agent = nil; $0.http = nil; $0.tasks = [] }
+        parts.withLock { $0.mqtt = nil; $0.publisher = nil; $0.agent = nil; $0.http = nil; $0.loops = nil; $0.loopRunner = nil }
+        loopEndings.continuation.finish()
         logger.info("gateway stopped")
     }
 

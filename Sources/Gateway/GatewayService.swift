@@ -86,22 +86,36 @@ public struct GatewayService: Service {
         // name and no match rules), so the gateway stops and says why, and
         // the service manager starts it again (EX_UNAVAILABLE, 69: the
         // unit's Restart=on-failure), instead of answering 503 for ever.
+        // A loop of the gateway that ended on its own (a bug) stops it too,
+        // with EX_SOFTWARE (70): restarted, rather than up and publishing nothing.
         let runtime = self.runtime
-        let busLost = await withTaskGroup(of: Bool.self) { group -> Bool in
-            group.addTask { try? await gracefulShutdown(); return false }
-            group.addTask { await runtime.busDisconnected(); return !Task.isCancelled }
-            let first = await group.next() ?? false
+        enum Ending { case requested, busLost, loopEnded(String) }
+        let ending = await withTaskGroup(of: Ending?.self) { group -> Ending in
+            group.addTask { try? await gracefulShutdown(); return .requested }
+            group.addTask { await runtime.busDisconnected(); return Task.isCancelled ? nil : .busLost }
+            group.addTask { await runtime.loopEnded().map(Ending.loopEnded) }
+            var first: Ending?
+            while first == nil, let next = await group.next() { first = next }
             group.cancelAll()
-            return first
+            return first ?? .requested
         }
-        if busLost {
+        let status: String
+        switch ending {
+        case .requested: status = "flushing the outbound queue"
+        case .busLost:
             runtime.logger.critical("lost the D-Bus connection (the bus daemon stopped or restarted); stopping with exit status 69 so that the service manager starts the gateway again")
+            status = "D-Bus connection lost"
+        case let .loopEnded(loop): status = "the \(loop) loop ended"
         }
-        _ = notifier.stopping(status: busLost ? "D-Bus connection lost" : "flushing the outbound queue")
+        _ = notifier.stopping(status: status)
         if let deadline = exitDeadline { ShutdownDeadline.arm(after: deadline, logger: runtime.logger) }
         await runtime.shutdown()
         watchdog.cancel()
-        if busLost { throw GatewayBusLost() }
+        switch ending {
+        case .requested: return
+        case .busLost: throw GatewayBusLost()
+        case let .loopEnded(loop): throw GatewayLoopEnded(loop: loop)
+        }
     }
 
     /// Runs the gateway until SIGTERM, SIGINT or SIGHUP; the process exits

@@ -80,6 +80,26 @@ func collect(_ stream: DBusSignalStream, count: Int, within seconds: Double) asy
     return box.items
 }
 
+/// Collects signals until what arrived satisfies `done` or `seconds`
+/// passed; returns what arrived either way. For timelines that a loaded
+/// machine may play late: the wait ends as soon as the last expected
+/// signal is in, however generous the limit.
+func collect(_ stream: DBusSignalStream, within seconds: Double, until done: @escaping @Sendable ([DBusMessage]) -> Bool) async throws -> [DBusMessage] {
+    let box = MessageBox()
+    let reader = Task {
+        for try await m in stream {
+            _ = box.append(m)
+            if done(box.items) { break }
+        }
+    }
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline && !done(box.items) {
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    reader.cancel()
+    return box.items
+}
+
 final class MessageBox: @unchecked Sendable {
     private let lock = NSLock()
     private var stored: [DBusMessage] = []

@@ -12,7 +12,10 @@ import Testing
     @Test func aTimerFiresOnceUnlessCancelledAndCancellingReleasesWhatItHolds() async throws {
         let fired = Atomic<Int>(0)
         let timer = OneShotTimer(after: .milliseconds(20)) { fired.add(1, ordering: .relaxed) }
-        let deadline = ContinuousClock.now + .seconds(5)
+        // A deadline per wait, generous: the dispatch queue's thread may wait
+        // seconds for a core while the rest of the suite runs (one 5 s
+        // deadline for all three waits ran out in a full-suite run).
+        var deadline = ContinuousClock.now + .seconds(30)
         while fired.load(ordering: .relaxed) == 0, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         try await Task.sleep(for: .milliseconds(50))
         #expect(fired.load(ordering: .relaxed) == 1)
@@ -26,12 +29,14 @@ import Testing
             late.cancel()
         }
         // libdispatch releases a cancelled source's handler on its queue, right after.
+        deadline = ContinuousClock.now + .seconds(30)
         while held != nil, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         #expect(held == nil, "a cancelled hour-long timer released its closure, not an hour later")
         #expect(fired.load(ordering: .relaxed) == 1)
         // Out-of-range delays are clamped, never trap.
         OneShotTimer(after: .seconds(Int64.max)) {}.cancel()
         let now = OneShotTimer(after: .seconds(-5)) { fired.add(1, ordering: .relaxed) }
+        deadline = ContinuousClock.now + .seconds(30)
         while fired.load(ordering: .relaxed) == 1, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(5)) }
         #expect(fired.load(ordering: .relaxed) == 2)
         now.cancel()
