@@ -539,12 +539,20 @@ class Suite:
             # (docs/REAL-BLUEZ.md, open findings).
             tmux("send-keys", "-t", "e2e", "Escape")
             tmux("send-keys", "-t", "e2e", "q")
+            # The shell creates the file before it writes the status into
+            # it: wait for the whole line (an empty read was seen in CI).
+            def status():
+                try:
+                    with open(done) as f:
+                        text = f.read()
+                except FileNotFoundError:
+                    return None
+                return text.strip() if text.endswith("\n") else None
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and not os.path.exists(done):
+            while time.monotonic() < deadline and status() is None:
                 time.sleep(0.2)
-            check(os.path.exists(done), "q did not end the dashboard within 10 s")
-            with open(done) as f:
-                code = f.read().strip()
+            code = status()
+            check(code is not None, "q did not end the dashboard within 10 s")
             check(code == "0", f"the dashboard exited {code}")
             return "scan, decoded list, search, detail, connect (services, battery), quit"
         finally:
