@@ -44,8 +44,9 @@ public enum DeviceProperty: String, CaseIterable, Sendable {
     public static func names(_ properties: Set<DeviceProperty>) -> Set<String> { Set(properties.map(\.rawValue)) }
 }
 
-/// The properties of org.bluez.Adapter1 (doc/org.bluez.Adapter.rst) that
-/// consumers test for in change events.
+/// The properties of org.bluez.Adapter1 (doc/org.bluez.Adapter.rst), each
+/// named once: ``Adapter`` parses them with an exhaustive switch over this
+/// type, and consumers ask change events for them by case.
 public enum AdapterProperty: String, CaseIterable, Sendable {
     case address = "Address"
     case addressType = "AddressType"
