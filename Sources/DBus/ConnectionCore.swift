@@ -1,7 +1,6 @@
 internal import CDBus
 import Locking
 import Synchronization
-import HeapModule
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -89,19 +88,19 @@ final class ConnectionCore: @unchecked Sendable {
     private var accepting = true
     private var wakePending = false
 
-    // Loop-only state.
-    private var watches: [Int32: [OpaquePointer]] = [:]
-    private var registeredEvents: [Int32: UInt32] = [:]
-    private var timeouts: [OpaquePointer: UInt64] = [:]
-    private var pending: [UInt32: PendingCall] = [:]
-    private var deadlines = Heap<CallDeadline>()
+    // Loop-only state, in parts (each in its own file).
+    /// libdbus's watches and timeouts in our epoll set.
+    let libdbus: LibDBusWatches
+    /// Method calls awaiting replies.
+    var calls = CallTable()
+    /// Match rules, their subscribers, wake batching.
+    let router = SignalRouter()
+    /// Owners of the well-known names rules and watchers follow.
+    let names = NameOwnerTracker()
     private var running = true
     private(set) var dead = false                   // loop
     /// Called once the connection is gone (``whenLost(_:)``).
     private var lostWaiters: [@Sendable () -> Void] = []   // loop
-    private var ruleGroups: [String: RuleGroup] = [:]
-    private var sinkToRule: [UInt64: String] = [:]
-    private var nameTracks: [String: NameTrack] = [:]
     var exports = ExportRegistry()                  // loop
     /// How long exported objects take to answer (``DBusConnection/delayReplies(by:)``).
     var replyDelayNanoseconds: UInt64 = 0           // loop
@@ -118,45 +117,17 @@ final class ConnectionCore: @unchecked Sendable {
     var canPassUnixFDs: Bool { identityLock.withLock { identity.canPassUnixFDs } }
     var malformedCount = 0                          // loop
     let decodeCache = DecodeCache()                 // loop
-    private var pendingWakes: [ObjectIdentifier: any SignalSink] = [:]   // loop
-    private var deferredDeliveries = 0              // loop
-    private var onDemandSinks = 0                   // loop
-    private var firstDeferredAt: UInt64 = 0         // loop
     /// Set once the socket is read by ``WireReceiver`` instead of libdbus
     /// (bus connections, after registration).
     private var receiver: WireReceiver?             // loop
-    private var socketFD: Int32 = -1                // loop
     /// Why our receiver gave up on the connection, if it did.
     private(set) var failureReason: String?         // loop
-
-    struct PendingCall {
-        let member: String
-        let timeoutMs: Int
-        let completion: (Result<DBusMessage, DBusError>) -> Void
-        let state: CallState?
-        let onCancel: (() -> Void)?
-    }
-
-    final class RuleGroup {
-        let rule: DBusMatchRule
-        var sinks: [UInt64: any SignalSink] = [:]
-        var active = false
-        var waiters: [(DBusError?) -> Void] = []
-        init(rule: DBusMatchRule) { self.rule = rule }
-    }
-
-    final class NameTrack {
-        var owner: String?
-        var known = false
-        var users = 0
-        var watchers: [UInt64: AsyncBuffer<String?>] = [:]
-        var readyWaiters: [(DBusError?) -> Void] = []
-    }
 
     private init(address: String, epollFD: Int32, wakeFD: Int32) {
         self.address = address
         self.epollFD = epollFD
         self.wakeFD = wakeFD
+        self.libdbus = LibDBusWatches(epollFD: epollFD)
     }
 
     func nextID() -> UInt64 {
@@ -243,7 +214,7 @@ final class ConnectionCore: @unchecked Sendable {
         let fds = dbus_connection_can_send_type(conn, TypeCode.unixFD) != 0
         identityLock.withLock { identity.canPassUnixFDs = fds }
         let me = Unmanaged.passUnretained(self).toOpaque()
-        guard dbus_connection_add_filter(conn, filterFunction, me, nil) != 0 else {
+        guard dbus_connection_add_filter(conn, LibDBusCallbacks.filter, me, nil) != 0 else {
             dbus_connection_close(conn)
             dbus_connection_unref(conn)
             connection = nil
@@ -255,14 +226,16 @@ final class ConnectionCore: @unchecked Sendable {
             dispatchAll()
             var fd: Int32 = -1
             if dbus_connection_get_unix_fd(conn, &fd) != 0, fd >= 0 {
-                socketFD = fd
                 receiver = WireReceiver()
+                libdbus.ownSocket = fd
             }
         }
-        guard dbus_connection_set_watch_functions(conn, watchAdd, watchRemove, watchToggled, me, nil) != 0,
-              dbus_connection_set_timeout_functions(conn, timeoutAdd, timeoutRemove, timeoutToggled, me, nil) != 0
+        guard dbus_connection_set_watch_functions(conn, LibDBusCallbacks.watchAdd, LibDBusCallbacks.watchRemove,
+                                                  LibDBusCallbacks.watchToggled, me, nil) != 0,
+              dbus_connection_set_timeout_functions(conn, LibDBusCallbacks.timeoutAdd, LibDBusCallbacks.timeoutRemove,
+                                                    LibDBusCallbacks.timeoutToggled, me, nil) != 0
         else {
-            dbus_connection_remove_filter(conn, filterFunction, me)
+            dbus_connection_remove_filter(conn, LibDBusCallbacks.filter, me)
             dbus_connection_close(conn)
             dbus_connection_unref(conn)
             connection = nil
@@ -368,14 +341,14 @@ final class ConnectionCore: @unchecked Sendable {
             // With deliveries waiting to be announced, only peek for more
             // input: a flood is then handed over in batches, and the
             // consumers are woken as soon as the socket runs dry.
-            let timeout = pendingWakes.isEmpty ? nextTimeoutMilliseconds() : 0
+            let timeout = router.hasPendingWakes ? 0 : nextTimeoutMilliseconds()
             let n = events.withUnsafeMutableBufferPointer { epoll_wait(epollFD, $0.baseAddress, 64, timeout) }
             if n < 0 {
                 if errno == EINTR { continue }
                 break
             }
-            if n == 0 && !pendingWakes.isEmpty {
-                flushWakes()
+            if n == 0 && router.hasPendingWakes {
+                router.flushWakes()
                 fireTimeouts()
                 continue
             }
@@ -385,17 +358,15 @@ final class ConnectionCore: @unchecked Sendable {
                     var value: UInt64 = 0
                     _ = read(wakeFD, &value, 8)
                 } else {
-                    handleWatches(fd: fd, epollEvents: events[i].events)
+                    handleEvents(fd: fd, epollEvents: events[i].events)
                 }
             }
             runQueued()
             fireTimeouts()
             dispatchAll()
-            if deferredDeliveries >= 256 || (!pendingWakes.isEmpty && monotonicNanoseconds() - firstDeferredAt > 2_000_000) {
-                flushWakes()
-            }
+            if router.batchIsDue(now: monotonicNanoseconds()) { router.flushWakes() }
         }
-        flushWakes()
+        router.flushWakes()
         shutdownOnLoop()
     }
 
@@ -436,7 +407,7 @@ final class ConnectionCore: @unchecked Sendable {
             dbus_connection_set_watch_functions(conn, nil, nil, nil, nil, nil)
             dbus_connection_set_timeout_functions(conn, nil, nil, nil, nil, nil)
             let me = Unmanaged.passUnretained(self).toOpaque()
-            dbus_connection_remove_filter(conn, filterFunction, me)
+            dbus_connection_remove_filter(conn, LibDBusCallbacks.filter, me)
             dbus_connection_close(conn)
             dbus_connection_unref(conn)
             connection = nil
@@ -462,24 +433,9 @@ final class ConnectionCore: @unchecked Sendable {
         let lost = lostWaiters
         lostWaiters.removeAll()
         for action in lost { action() }
-        let calls = pending
-        pending.removeAll()
-        for (_, call) in calls { call.completion(.failure(.disconnected)) }
-        for (_, group) in ruleGroups {
-            for (_, sink) in group.sinks { sink.finish(.disconnected) }
-            let waiters = group.waiters
-            group.waiters.removeAll()
-            for w in waiters { w(.disconnected) }
-        }
-        ruleGroups.removeAll()
-        sinkToRule.removeAll()
-        for (_, track) in nameTracks {
-            for (_, w) in track.watchers { w.finish(throwing: DBusError.disconnected) }
-            let waiters = track.readyWaiters
-            track.readyWaiters.removeAll()
-            for w in waiters { w(.disconnected) }
-        }
-        nameTracks.removeAll()
+        for call in calls.removeAll() { call.completion(.failure(.disconnected)) }
+        for w in router.removeAll(finishing: .disconnected) { w(.disconnected) }
+        for w in names.removeAll(finishing: .disconnected) { w(.disconnected) }
         exports.failAll()
     }
 
@@ -491,100 +447,22 @@ final class ConnectionCore: @unchecked Sendable {
         }
     }
 
-    // MARK: Watches and timeouts (libdbus callbacks, loop thread)
+    // MARK: Events and timers (loop thread)
 
-    fileprivate func addWatch(_ watch: OpaquePointer) -> Bool {
-        let fd = dbus_watch_get_unix_fd(watch)
-        watches[fd, default: []].append(watch)
-        updateEpoll(fd: fd)
-        return true
-    }
-
-    fileprivate func removeWatch(_ watch: OpaquePointer) {
-        let fd = dbus_watch_get_unix_fd(watch)
-        watches[fd]?.removeAll { $0 == watch }
-        if watches[fd]?.isEmpty == true { watches[fd] = nil }
-        updateEpoll(fd: fd)
-    }
-
-    fileprivate func toggleWatch(_ watch: OpaquePointer) {
-        updateEpoll(fd: dbus_watch_get_unix_fd(watch))
-    }
-
-    private func updateEpoll(fd: Int32) {
-        var wanted: UInt32 = 0
-        let ours = receiver != nil && fd == socketFD
-        for w in watches[fd] ?? [] where dbus_watch_get_enabled(w) != 0 {
-            let flags = dbus_watch_get_flags(w)
-            if flags & UInt32(DBUS_WATCH_READABLE.rawValue) != 0 && !ours { wanted |= EPOLLIN.rawValue }
-            if flags & UInt32(DBUS_WATCH_WRITABLE.rawValue) != 0 { wanted |= EPOLLOUT.rawValue }
-        }
-        // Our receiver reads whenever there is input; it keeps no queue of
-        // its own (every complete message is dispatched as soon as it is read).
-        if ours { wanted |= EPOLLIN.rawValue }
-        let existing = registeredEvents[fd]
-        var event = epoll_event()
-        event.events = wanted
-        event.data.fd = fd
-        if watches[fd] == nil {
-            if existing != nil {
-                epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, &event)
-                registeredEvents[fd] = nil
-            }
-            return
-        }
-        if existing == nil {
-            epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
-        } else if existing != wanted {
-            epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
-        }
-        registeredEvents[fd] = wanted
-    }
-
-    private func handleWatches(fd: Int32, epollEvents: UInt32) {
-        if receiver != nil && fd == socketFD {
+    /// What epoll reported for `fd`: our own receiver reads the bus socket
+    /// it took over; everything else (and writability) goes to libdbus.
+    private func handleEvents(fd: Int32, epollEvents: UInt32) {
+        if fd == libdbus.ownSocket {
             if epollEvents & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue) != 0 { receiveOnLoop() }
-            // libdbus still writes: hand it writability only.
-            guard epollEvents & EPOLLOUT.rawValue != 0, !dead, let list = watches[fd] else { return }
-            for watch in list where watches[fd]?.contains(watch) == true && dbus_watch_get_enabled(watch) != 0 {
-                if dbus_watch_get_flags(watch) & UInt32(DBUS_WATCH_WRITABLE.rawValue) != 0 {
-                    _ = dbus_watch_handle(watch, UInt32(DBUS_WATCH_WRITABLE.rawValue))
-                }
-            }
-            return
+            if dead { return }
         }
-        guard let list = watches[fd] else { return }
-        var flags: UInt32 = 0
-        if epollEvents & EPOLLIN.rawValue != 0 { flags |= UInt32(DBUS_WATCH_READABLE.rawValue) }
-        if epollEvents & EPOLLOUT.rawValue != 0 { flags |= UInt32(DBUS_WATCH_WRITABLE.rawValue) }
-        if epollEvents & EPOLLERR.rawValue != 0 { flags |= UInt32(DBUS_WATCH_ERROR.rawValue) }
-        if epollEvents & EPOLLHUP.rawValue != 0 { flags |= UInt32(DBUS_WATCH_HANGUP.rawValue) }
-        for watch in list {
-            // A previous handle() may have removed this watch.
-            guard watches[fd]?.contains(watch) == true, dbus_watch_get_enabled(watch) != 0 else { continue }
-            let interest = dbus_watch_get_flags(watch)
-                | UInt32(DBUS_WATCH_ERROR.rawValue) | UInt32(DBUS_WATCH_HANGUP.rawValue)
-            let relevant = flags & interest
-            if relevant != 0 { _ = dbus_watch_handle(watch, relevant) }
-        }
+        libdbus.handle(fd: fd, epollEvents: epollEvents)
     }
 
-    fileprivate func addTimeout(_ t: OpaquePointer) -> Bool {
-        if dbus_timeout_get_enabled(t) != 0 {
-            timeouts[t] = monotonicNanoseconds() + UInt64(max(0, dbus_timeout_get_interval(t))) * 1_000_000
-        } else {
-            timeouts[t] = UInt64.max
-        }
-        return true
-    }
-
-    fileprivate func removeTimeout(_ t: OpaquePointer) { timeouts[t] = nil }
-
-    fileprivate func toggleTimeout(_ t: OpaquePointer) { _ = addTimeout(t) }
-
+    /// How long `epoll_wait` may sleep: until the earliest call deadline or
+    /// libdbus timeout (-1: no timer, sleep until woken).
     private func nextTimeoutMilliseconds() -> Int32 {
-        var earliest = deadlines.min?.deadline ?? UInt64.max
-        for (_, d) in timeouts where d < earliest { earliest = d }
+        let earliest = min(calls.earliestDeadline ?? UInt64.max, libdbus.earliest)
         if earliest == UInt64.max { return -1 }
         let now = monotonicNanoseconds()
         if earliest <= now { return 0 }
@@ -594,19 +472,9 @@ final class ConnectionCore: @unchecked Sendable {
 
     private func fireTimeouts() {
         let now = monotonicNanoseconds()
-        var due: [OpaquePointer] = []
-        for (t, deadline) in timeouts where deadline <= now { due.append(t) }
-        for t in due where timeouts[t] != nil {
-            timeouts[t] = monotonicNanoseconds() + UInt64(max(0, dbus_timeout_get_interval(t))) * 1_000_000
-            _ = dbus_timeout_handle(t)
-        }
-        while let top = deadlines.min, top.deadline <= now {
-            deadlines.removeMin()
-            if let call = pending[top.serial], call.state.map({ ObjectIdentifier($0) }) == top.owner {
-                pending[top.serial] = nil
-                call.state?.lock.withLock { call.state?.phase = .done }
-                call.completion(.failure(.timedOut(member: call.member, milliseconds: call.timeoutMs)))
-            }
+        libdbus.fireDue(now: now)
+        while let call = calls.nextExpired(now: now) {
+            call.completion(.failure(.timedOut(member: call.member, milliseconds: call.timeoutMs)))
         }
     }
 
@@ -640,18 +508,14 @@ final class ConnectionCore: @unchecked Sendable {
             completion(.failure(dead ? .disconnected : .outOfMemory))
             return
         }
-        pending[serial] = PendingCall(member: member, timeoutMs: timeoutMs, completion: completion, state: state, onCancel: onCancel)
-        let deadline = monotonicNanoseconds() + UInt64(max(1, timeoutMs)) * 1_000_000
-        deadlines.insert(CallDeadline(deadline: deadline, serial: serial, owner: state.map { ObjectIdentifier($0) }))
-        state?.lock.withLock { state?.phase = .started(serial: serial) }
+        calls.add(.init(member: member, timeoutMs: timeoutMs, completion: completion, state: state, onCancel: onCancel),
+                  serial: serial, now: monotonicNanoseconds())
     }
 
     /// Abandons a pending call: its reply, if one comes, is discarded.
     func cancelCallOnLoop(serial: UInt32) {
         assertOnLoop()
-        guard let call = pending.removeValue(forKey: serial) else { return }
-        call.state?.lock.withLock { call.state?.phase = .done }
-        call.onCancel?()
+        calls.cancel(serial)?.onCancel?()
     }
 
     /// A method call to the bus daemon from the loop thread.
@@ -672,12 +536,12 @@ final class ConnectionCore: @unchecked Sendable {
     /// A message that libdbus read (peer connections; on bus connections
     /// only what arrived before the hand-over, and libdbus's own
     /// Disconnected signal).
-    fileprivate func handle(_ cmsg: OpaquePointer) -> Bool {
+    func handle(_ cmsg: OpaquePointer) -> Bool {
         let message: DBusMessage
         do {
             // Signals stay undecoded for on-demand subscribers; everything
             // else is decoded here, once.
-            let lazy = onDemandSinks > 0 && dbus_message_get_type(cmsg) == Int32(DBUS_MESSAGE_TYPE_SIGNAL)
+            let lazy = router.onDemandSinks > 0 && dbus_message_get_type(cmsg) == Int32(DBUS_MESSAGE_TYPE_SIGNAL)
             message = try LibDBusCodec.decode(cmsg, cache: decodeCache, lazyBody: lazy)
         } catch {
             malformedCount += 1
@@ -701,7 +565,7 @@ final class ConnectionCore: @unchecked Sendable {
     private func receiveOnLoop() {
         assertOnLoop()
         guard let receiver, !dead else { return }
-        let outcome = receiver.read(from: socketFD)
+        let outcome = receiver.read(from: libdbus.ownSocket)
         switch outcome {
         case .received:
             break
@@ -744,7 +608,7 @@ final class ConnectionCore: @unchecked Sendable {
         let message: DBusMessage
         do {
             let fds = header.unixFDCount > 0 ? try receiver.takeDescriptors(header.unixFDCount) : []
-            let lazy = onDemandSinks > 0 && header.kind == .signal
+            let lazy = router.onDemandSinks > 0 && header.kind == .signal
             message = try WireDecoder.decodeBody(of: header, in: frame, cache: decodeCache, lazyBody: lazy, fds: fds)
         } catch {
             malformedCount += 1
@@ -769,8 +633,7 @@ final class ConnectionCore: @unchecked Sendable {
     private func dispatch(_ message: DBusMessage) {
         switch message.kind {
         case .methodReturn, .error:
-            guard let rs = message.replySerial, let call = pending.removeValue(forKey: rs) else { return }
-            call.state?.lock.withLock { call.state?.phase = .done }
+            guard let rs = message.replySerial, let call = calls.answer(rs) else { return }
             if message.kind == .error {
                 call.completion(.failure(.remote(name: message.errorName ?? DBusErrorName.failed, message: message.errorMessage)))
             } else {
@@ -784,261 +647,14 @@ final class ConnectionCore: @unchecked Sendable {
             var decoded = DecodedOnce()
             if message.sender == "org.freedesktop.DBus", message.member == "NameOwnerChanged",
                message.interface == "org.freedesktop.DBus", let eager = decoded.get(message), eager.body.count == 3,
-               case let .string(name) = eager.body[0], case let .string(newOwner) = eager.body[2],
-               let track = nameTracks[name] {
-                let owner: String? = newOwner.isEmpty ? nil : newOwner
-                track.owner = owner
-                track.known = true
-                for (_, w) in track.watchers { w.push(owner) }
+               case let .string(name) = eager.body[0], case let .string(newOwner) = eager.body[2] {
+                names.ownerChanged(name, to: newOwner)
             }
-            route(message, &decoded)
+            malformedCount += router.route(message, &decoded, ownerOf: names.owner(of:))
         case .methodCall:
             exports.handleCall(message, core: self)
         }
     }
 
-    /// The decoded form of an on-demand signal, made at most once and only
-    /// if a consumer needs values (no copies of the message otherwise).
-    struct DecodedOnce {
-        private var eager: DBusMessage?
-        private var failed = false
-        mutating func get(_ original: DBusMessage) -> DBusMessage? {
-            if !original.isBodyDeferred { return original }
-            if let eager { return eager }
-            if failed { return nil }
-            do {
-                var m = original
-                m.body = try original.decodedBody()
-                m.rawBody = nil
-                eager = m
-                return m
-            } catch {
-                failed = true
-                return nil
-            }
-        }
-    }
 
-    private func route(_ message: DBusMessage, _ decoded: inout DecodedOnce) {
-        for (_, group) in ruleGroups where !group.sinks.isEmpty {
-            let matched: Bool
-            if group.rule.needsArguments {
-                guard let eager = decoded.get(message) else { malformedCount += 1; continue }
-                matched = group.rule.matches(eager, ownerOf: { nameTracks[$0]?.owner })
-            } else {
-                matched = group.rule.matches(message, ownerOf: { nameTracks[$0]?.owner })
-            }
-            if matched {
-                for (_, sink) in group.sinks {
-                    let wake: Bool
-                    if sink.onDemand || !message.isBodyDeferred {
-                        wake = sink.deliver(message)
-                    } else {
-                        guard let eager = decoded.get(message) else { malformedCount += 1; continue }
-                        wake = sink.deliver(eager)
-                    }
-                    guard wake else { continue }
-                    if pendingWakes.isEmpty { firstDeferredAt = monotonicNanoseconds() }
-                    pendingWakes[ObjectIdentifier(sink)] = sink
-                }
-                deferredDeliveries += 1
-            }
-        }
-    }
-
-    private func flushWakes() {
-        let sinks = pendingWakes
-        pendingWakes.removeAll(keepingCapacity: true)
-        deferredDeliveries = 0
-        for (_, sink) in sinks { sink.wake() }
-    }
-
-    // MARK: Subscriptions (loop thread)
-
-    func addSinkOnLoop(_ sink: any SignalSink, rule: DBusMatchRule, ready: @escaping (DBusError?) -> Void) {
-        assertOnLoop()
-        if dead { ready(.disconnected); return }
-        let key = rule.description
-        sinkToRule[sink.id] = key
-        if sink.onDemand { onDemandSinks += 1 }
-        if let group = ruleGroups[key] {
-            group.sinks[sink.id] = sink
-            if group.active { ready(nil) } else { group.waiters.append(ready) }
-            return
-        }
-        let group = RuleGroup(rule: rule)
-        group.sinks[sink.id] = sink
-        group.waiters.append(ready)
-        ruleGroups[key] = group
-        let addMatch = { [self] in
-            busCallOnLoop("AddMatch", [.string(key)]) { [self] result in
-                let waiters = group.waiters
-                group.waiters.removeAll()
-                switch result {
-                case .success:
-                    group.active = true
-                    for w in waiters { w(nil) }
-                case let .failure(error):
-                    if ruleGroups[key] === group { ruleGroups[key] = nil }
-                    for (id, _) in group.sinks { sinkToRule[id] = nil }
-                    for w in waiters { w(error) }
-                }
-            }
-        }
-        if let name = rule.wellKnownSender {
-            trackNameOnLoop(name) { error in
-                if let error {
-                    let waiters = group.waiters
-                    group.waiters.removeAll()
-                    self.ruleGroups[key] = nil
-                    for w in waiters { w(error) }
-                } else {
-                    addMatch()
-                }
-            }
-        } else {
-            addMatch()
-        }
-    }
-
-    func removeSinkOnLoop(id: UInt64) {
-        assertOnLoop()
-        guard let key = sinkToRule.removeValue(forKey: id), let group = ruleGroups[key] else { return }
-        if group.sinks[id]?.onDemand == true { onDemandSinks -= 1 }
-        group.sinks[id]?.finish(nil)
-        group.sinks[id] = nil
-        guard group.sinks.isEmpty, group.waiters.isEmpty else { return }
-        ruleGroups[key] = nil
-        if group.active, !dead {
-            busCallOnLoop("RemoveMatch", [.string(key)]) { _ in }
-        }
-        if let name = group.rule.wellKnownSender { untrackNameOnLoop(name) }
-    }
-
-    /// Starts following the owner of a well-known name: AddMatch on its
-    /// NameOwnerChanged first, then GetNameOwner, so no change is missed.
-    func trackNameOnLoop(_ name: String, ready: @escaping (DBusError?) -> Void) {
-        assertOnLoop()
-        if let track = nameTracks[name] {
-            track.users += 1
-            if track.known { ready(nil) } else { track.readyWaiters.append(ready) }
-            return
-        }
-        let track = NameTrack()
-        track.users = 1
-        track.readyWaiters.append(ready)
-        nameTracks[name] = track
-        let rule = DBusMatchRule(type: .signal, sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
-                                 member: "NameOwnerChanged", arguments: [0: name]).description
-        busCallOnLoop("AddMatch", [.string(rule)]) { [self] result in
-            if case let .failure(error) = result {
-                let waiters = track.readyWaiters
-                track.readyWaiters.removeAll()
-                if nameTracks[name] === track { nameTracks[name] = nil }
-                for w in waiters { w(error) }
-                return
-            }
-            busCallOnLoop("GetNameOwner", [.string(name)]) { result in
-                if !track.known {
-                    if case let .success(reply) = result, case let .string(owner)? = reply.body.first {
-                        track.owner = owner
-                    } else {
-                        track.owner = nil
-                    }
-                    track.known = true
-                    for (_, w) in track.watchers { w.push(track.owner) }
-                }
-                let waiters = track.readyWaiters
-                track.readyWaiters.removeAll()
-                for w in waiters { w(nil) }
-            }
-        }
-    }
-
-    func untrackNameOnLoop(_ name: String) {
-        assertOnLoop()
-        guard let track = nameTracks[name] else { return }
-        track.users -= 1
-        guard track.users <= 0 else { return }
-        nameTracks[name] = nil
-        for (_, w) in track.watchers { w.finish() }
-        if !dead {
-            let rule = DBusMatchRule(type: .signal, sender: "org.freedesktop.DBus", interface: "org.freedesktop.DBus",
-                                     member: "NameOwnerChanged", arguments: [0: name]).description
-            busCallOnLoop("RemoveMatch", [.string(rule)]) { _ in }
-        }
-    }
-
-    func addOwnerWatcherOnLoop(_ name: String, id: UInt64, buffer: AsyncBuffer<String?>) {
-        assertOnLoop()
-        trackNameOnLoop(name) { [self] error in
-            if let error {
-                buffer.finish(throwing: error)
-                return
-            }
-            guard let track = nameTracks[name] else {
-                buffer.finish(throwing: DBusError.disconnected)
-                return
-            }
-            track.watchers[id] = buffer
-            buffer.push(track.owner)
-        }
-    }
-
-    func removeOwnerWatcherOnLoop(_ name: String, id: UInt64) {
-        assertOnLoop()
-        guard let track = nameTracks[name], track.watchers.removeValue(forKey: id) != nil else { return }
-        untrackNameOnLoop(name)
-    }
-}
-
-/// When a pending call times out, in the heap of them (swift-collections'
-/// `Heap`, earliest first; the serial breaks ties so the order is the same
-/// every run).
-struct CallDeadline: Comparable {
-    let deadline: UInt64
-    let serial: UInt32
-    /// The call's cancellation state: a serial reused by a later call is
-    /// not timed out for this one.
-    let owner: ObjectIdentifier?
-
-    static func < (a: CallDeadline, b: CallDeadline) -> Bool { (a.deadline, a.serial) < (b.deadline, b.serial) }
-}
-
-// MARK: C callbacks
-
-typealias DBusError_C = CDBus.DBusError
-
-private func core(_ data: UnsafeMutableRawPointer?) -> ConnectionCore? {
-    guard let data else { return nil }
-    return Unmanaged<ConnectionCore>.fromOpaque(data).takeUnretainedValue()
-}
-
-private let watchAdd: DBusAddWatchFunction = { watch, data in
-    guard let watch, let c = core(data) else { return 0 }
-    return c.addWatch(watch) ? 1 : 0
-}
-private let watchRemove: DBusRemoveWatchFunction = { watch, data in
-    guard let watch, let c = core(data) else { return }
-    c.removeWatch(watch)
-}
-private let watchToggled: DBusWatchToggledFunction = { watch, data in
-    guard let watch, let c = core(data) else { return }
-    c.toggleWatch(watch)
-}
-private let timeoutAdd: DBusAddTimeoutFunction = { t, data in
-    guard let t, let c = core(data) else { return 0 }
-    return c.addTimeout(t) ? 1 : 0
-}
-private let timeoutRemove: DBusRemoveTimeoutFunction = { t, data in
-    guard let t, let c = core(data) else { return }
-    c.removeTimeout(t)
-}
-private let timeoutToggled: DBusTimeoutToggledFunction = { t, data in
-    guard let t, let c = core(data) else { return }
-    c.toggleTimeout(t)
-}
-private let filterFunction: DBusHandleMessageFunction = { _, msg, data in
-    guard let msg, let c = core(data) else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-    return c.handle(msg) ? DBUS_HANDLER_RESULT_HANDLED : DBUS_HANDLER_RESULT_NOT_YET_HANDLED
 }
