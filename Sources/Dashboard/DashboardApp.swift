@@ -31,8 +31,10 @@ public enum DashboardApp {
         var frameTimer: Task<Void, Never>?
         defer { frameTimer?.cancel() }
         func draw() {
-            screen.lastHeight = size.height
-            let buffer = DashboardContent.render(screen.view, width: size.width, height: size.height)
+            if screen.layout.width != size.width || screen.layout.height != size.height {
+                screen.layout = DashboardLayout(width: size.width, height: size.height)
+            }
+            let buffer = DashboardContent.render(screen.view, layout: screen.layout)
             let bytes = renderer.frame(buffer)
             if !bytes.isEmpty { terminal.write(bytes) }
             lastDraw = clock.now

@@ -139,7 +139,7 @@ public final class DashboardScreen {
             view.list = s
             clampListCursor()
             if view.context == .deviceList, view.notices.isEmpty, cursor == view.listCursor,
-               Self.sameOnScreen(old, s, cursor: cursor, visible: max(1, lastHeight - 5)) {
+               Self.sameOnScreen(old, s, cursor: cursor, visible: layout.visibleDeviceRows) {
                 needsDraw = drawPending   // nothing on screen changed: no frame for this state
                 return
             }
@@ -530,26 +530,21 @@ public final class DashboardScreen {
 
     // MARK: Mouse
 
-    /// Rows in the device list start at y = 3 (header, filter line, column titles).
-    static let listTop = 3
-
     private func mouse(_ m: MouseEvent) {
         switch m.kind {
         case .scrollUp: key(.up)
         case .scrollDown: key(.down)
         case .press(button: 0):
             guard view.context == .deviceList, let rows = view.list.devices.value, !rows.isEmpty else { return }
-            let visible = max(1, lastHeight - 5)
-            let first = DashboardContent.scrollOffset(cursor: view.listCursor, count: rows.count, visible: visible)
-            let index = first + (m.y - DashboardScreen.listTop)
-            guard m.y >= DashboardScreen.listTop, rows.indices.contains(index) else { return }
+            guard let index = layout.deviceListIndex(atRow: m.y, cursor: view.listCursor, count: rows.count) else { return }
             if index == view.listCursor { list.send(.deviceSelected(rows[index].id)) } else { selectListRow(index) }
         default: break
         }
     }
 
-    /// The height last drawn at (for mapping mouse rows).
-    public var lastHeight = 24
+    /// The layout of the last frame drawn: where the mouse's rows are, and
+    /// which rows a new list state must change to need a frame.
+    public var layout = DashboardLayout(width: 80, height: 24)
 
     /// Whether anything on screen may differ from the last frame: the app
     /// loop draws only then. Every event sets it, except a device-list state
@@ -577,7 +572,7 @@ public final class DashboardScreen {
     static func sameOnScreen(_ old: DeviceListPresenter.State, _ new: DeviceListPresenter.State, cursor: Int, visible: Int) -> Bool {
         guard old.scan == new.scan, old.filter == new.filter, old.sort == new.sort, old.formats == new.formats,
               case let .loaded(a) = old.devices, case let .loaded(b) = new.devices, a.count == b.count else { return false }
-        let first = DashboardContent.scrollOffset(cursor: cursor, count: b.count, visible: visible)
+        let first = scrollOffset(cursor: cursor, count: b.count, visible: visible)
         for i in first..<min(b.count, first + visible) where a[i] != b[i] { return false }
         return true
     }

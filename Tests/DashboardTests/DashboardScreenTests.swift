@@ -255,7 +255,7 @@ final class Adapters: AdapterRepository {
             s.scan = .on
             return s
         }
-        screen.lastHeight = 24   // 19 rows shown, from the top
+        screen.layout = DashboardLayout(width: 80, height: 24)   // 19 rows shown, from the top
         screen.apply(.list(state(try rows())))
         screen.needsDraw = false   // drawn
         screen.apply(.list(state(try rows(80))))
@@ -285,9 +285,46 @@ final class Adapters: AdapterRepository {
         let h = try start()
         let screen = h.screen
         #expect(await settle(screen) { $0.list.devices.value?.count == 2 })
-        screen.apply(.terminal(.mouse(MouseEvent(kind: .press(button: 0), x: 5, y: DashboardScreen.listTop + 1))))
+        // The second row as drawn: find it in the rendered frame, not by
+        // the layout's arithmetic, so drawing and hit-test are checked
+        // against each other.
+        let frame = DashboardContent.render(screen.view, layout: screen.layout).text.split(separator: "\n", omittingEmptySubsequences: false)
+        let second = try #require(screen.view.list.devices.value?[1].title)
+        let y = try #require(frame.firstIndex { $0.contains(second) && !$0.hasPrefix("▶") })
+        screen.apply(.terminal(.mouse(MouseEvent(kind: .press(button: 0), x: 5, y: y - 2))))
+        #expect(screen.view.listCursor == 0 && screen.view.screen == .deviceList, "the column titles are not a row")
+        screen.apply(.terminal(.mouse(MouseEvent(kind: .press(button: 0), x: 5, y: y))))
         #expect(screen.view.listCursor == 1)
-        screen.apply(.terminal(.mouse(MouseEvent(kind: .press(button: 0), x: 5, y: DashboardScreen.listTop + 1))))
+        screen.apply(.terminal(.mouse(MouseEvent(kind: .press(button: 0), x: 5, y: y))))
         #expect(await settle(screen) { v in if case .deviceDetail = v.screen { return true } else { return false } })
+    }
+}
+
+/// The one layout the drawing and the mouse share.
+@Suite struct DashboardLayoutTests {
+    @Test func regionsTileTheScreen() {
+        for (w, h) in [(60, 16), (80, 24), (200, 60)] {
+            let l = DashboardLayout(width: w, height: h)
+            #expect(!l.tooSmall)
+            #expect(l.header.y == 0 && l.body.y == 1 && l.statusLine.y == h - 2 && l.footer.y == h - 1)
+            #expect(l.body.maxY == l.statusLine.y, "nothing between the body and the status line")
+            #expect(l.deviceList.rows.y == l.body.y + 2 && l.deviceList.rows.maxY == l.body.maxY)
+            #expect(l.visibleDeviceRows == h - 5)
+        }
+        #expect(DashboardLayout(width: 59, height: 40).tooSmall)
+        #expect(DashboardLayout(width: 100, height: 15).tooSmall)
+    }
+
+    @Test func theHitTestFollowsTheScrolling() {
+        let l = DashboardLayout(width: 80, height: 24)   // 19 rows from y = 3
+        #expect(l.deviceListIndex(atRow: 2, cursor: 0, count: 100) == nil, "column titles")
+        #expect(l.deviceListIndex(atRow: 3, cursor: 0, count: 100) == 0)
+        #expect(l.deviceListIndex(atRow: 21, cursor: 0, count: 100) == 18)
+        #expect(l.deviceListIndex(atRow: 22, cursor: 0, count: 100) == nil, "status line")
+        #expect(l.deviceListIndex(atRow: 3, cursor: 50, count: 100) == 41, "the cursor kept mid-view")
+        #expect(l.deviceListIndex(atRow: 3, cursor: 99, count: 100) == 81, "the last page")
+        #expect(l.deviceListIndex(atRow: 6, cursor: 0, count: 3) == nil, "below a short list's end")
+        #expect(l.deviceListIndex(atRow: 3, cursor: 500, count: 3) == 0, "a cursor past the end is clamped")
+        #expect(DashboardLayout(width: 40, height: 10).deviceListIndex(atRow: 3, cursor: 0, count: 5) == nil)
     }
 }

@@ -1,0 +1,159 @@
+import BLEParsing
+import BlueZ
+import Domain
+import Foundation
+import Presenters
+import TerminalUI
+
+/// The device list: the filter and sort line, the column titles and the
+/// rows in view, in the regions `DeviceListLayout` gives it.
+struct DeviceListWidget: Widget {
+    let view: DashboardView
+
+    func draw(in area: Rect, _ b: inout Buffer) {
+        let state = view.list
+        let regions = DeviceListLayout(area)
+        // Filter summary.
+        var filters: [String] = []
+        if !state.filter.text.isEmpty { filters.append("“\(state.filter.text)”") }
+        if state.filter.namedOnly { filters.append("named only") }
+        if state.filter.watchedOnly { filters.append("watched only") }
+        if let f = state.filter.format { filters.append("format \(f)") }
+        if let r = state.filter.minimumRSSI { filters.append("≥ \(r) dBm") }
+        let sortName: String
+        switch state.sort {
+        case .rssi: sortName = "signal"
+        case .name: sortName = "name"
+        case .lastSeen: sortName = "last seen"
+        }
+        let summary = "Filter: \(filters.isEmpty ? "none" : filters.joined(separator: " · "))   Sort: \(sortName)"
+        b.put(summary, x: regions.summary.x + 1, y: regions.summary.y, width: regions.summary.width - 2, style: Theme.dim)
+
+        let columns = ListColumns(width: area.width)
+        columns.header(&b, y: regions.columnTitles.y)
+        let listArea = regions.rows
+
+        switch state.devices {
+        case .loading:
+            centered("Waiting for bluetoothd…", in: listArea, &b, style: Theme.dim)
+        case let .failed(reason):
+            centered("✗ \(reason)", in: listArea, &b, style: Theme.error)
+        case let .unavailable(why):
+            let hint: String
+            switch why {
+            case .bluetooth(.adapterOff): hint = "Press a for adapters, then P to power it on."
+            case .bluetooth(.bluetoothdGone): hint = "Start it with `sudo systemctl start bluetooth`; the list comes back by itself."
+            default: hint = "Plug in an adapter, or check `rfkill list`."
+            }
+            centered("⚠ \(why)", in: listArea.rows(0, max(1, listArea.height / 2)), &b, style: Theme.warn, bottom: true)
+            centered(hint, in: listArea.rows(listArea.height / 2, listArea.height - listArea.height / 2), &b, style: Theme.dim)
+        case let .loaded(rows):
+            if rows.isEmpty {
+                let text: String
+                if state.scan == .on { text = "Scanning… \(spinnerFrame(view.spinner)) no devices yet" }
+                else if !filters.isEmpty { text = "No device matches the filter." }
+                else { text = "No devices yet — press s to scan." }
+                centered(text, in: listArea, &b, style: Theme.dim)
+                return
+            }
+            let visible = listArea.height
+            let cursor = min(max(0, view.listCursor), rows.count - 1)
+            let first = scrollOffset(cursor: cursor, count: rows.count, visible: visible)
+            for (i, row) in rows[first..<min(rows.count, first + visible)].enumerated() {
+                columns.row(row, selected: first + i == cursor, now: view.now, &b, y: listArea.y + i)
+            }
+            if rows.count > visible {
+                b.put("\(cursor + 1)/\(rows.count)", x: regions.summary.maxX - 8, y: regions.summary.y, width: 8, style: Theme.dim)
+            }
+        }
+    }
+
+}
+
+/// Where the device list's parts go in the body: a summary line, the column
+/// titles, then the rows. The same value places the rows for drawing and
+/// for the mouse (``DashboardLayout/deviceListIndex(atRow:cursor:count:)``).
+struct DeviceListLayout: Equatable {
+    let summary: Rect
+    let columnTitles: Rect
+    let rows: Rect
+
+    init(_ body: Rect) {
+        summary = body.rows(0, 1)
+        columnTitles = body.rows(1, 1)
+        rows = body.rows(2, body.height - 2)
+    }
+}
+
+    /// The device list's columns for a terminal width: the address and
+/// format columns go first when space runs out.
+struct ListColumns {
+    let width: Int
+    let name: Int
+    let address: Int
+    let format: Int
+    let values: Int
+    static let signal = 9, battery = 4, flags = 4, seen = 4
+
+    init(width: Int) {
+        self.width = width
+        let showAddress = width >= 80
+        let showFormat = width >= 110
+        name = width >= 120 ? 22 : 16
+        address = showAddress ? 17 : 0
+        format = showFormat ? 9 : 0
+        let fixed = 2 + name + 1 + (address > 0 ? address + 1 : 0) + ListColumns.signal + 1 + (format > 0 ? format + 1 : 0)
+            + 1 + ListColumns.battery + 1 + ListColumns.flags + 1 + ListColumns.seen + 1
+        values = max(0, width - fixed)
+    }
+
+    func header(_ b: inout Buffer, y: Int) {
+        var x = 2
+        func col(_ text: String, _ w: Int, right: Bool = false) {
+            guard w > 0 else { return }
+            b.put(TextWidth.pad(text, to: w, alignRight: right), x: x, y: y, style: Theme.title)
+            x += w + 1
+        }
+        col("NAME", name)
+        col("ADDRESS", address)
+        col("SIGNAL", ListColumns.signal)
+        col("FORMAT", format)
+        col("VALUES", values)
+        col("BAT", ListColumns.battery, right: true)
+        col("PTCW", ListColumns.flags)
+        col("SEEN", ListColumns.seen, right: true)
+    }
+
+    func row(_ r: DeviceListPresenter.Row, selected: Bool, now: Date, _ b: inout Buffer, y: Int) {
+        let base: Style = selected ? Theme.selected : (r.stale ? Theme.dim : .plain)
+        b.fill(Rect(x: 0, y: y, width: width, height: 1), style: base)
+        b.put(selected ? "▶" : " ", x: 0, y: y, style: base)
+        var x = 2
+        func col(_ text: String, _ w: Int, style: Style? = nil, right: Bool = false) {
+            guard w > 0 else { return }
+            b.put(TextWidth.pad(text, to: w, alignRight: right), x: x, y: y, style: style ?? base)
+            x += w + 1
+        }
+        col(r.title, name)
+        col(r.id.address.description, address)
+        let (bars, level) = Format.signalBars(r.rssi)
+        let signalStyle = selected ? base : r.stale ? Theme.dim : level >= 3 ? Theme.ok : level == 2 ? Theme.warn : Theme.bad
+        col(bars + (r.rssi.map { TextWidth.pad(" " + String($0), to: 5, alignRight: true) } ?? "     "), ListColumns.signal, style: signalStyle)
+        col(r.format ?? "", format)
+        col(Format.headline(r.readings), values)
+        col(Format.battery(r.readings) ?? "", ListColumns.battery, right: true)
+        var flags = ""
+        flags.append(r.paired ? "P" : "·")
+        flags.append(r.trusted ? "T" : "·")
+        flags.append(r.connected ? "C" : "·")
+        flags.append(r.watch == nil ? "·" : "W")
+        let flagStyle: Style
+        switch r.watch {
+        case .retrying?: flagStyle = selected ? base : Theme.bad
+        case .connecting?, .waitingForDevice?: flagStyle = selected ? base : Theme.warn
+        default: flagStyle = base
+        }
+        col(flags, ListColumns.flags, style: flagStyle)
+        col(Format.age(r.lastSeen, now: now), ListColumns.seen, right: true)
+    }
+}
