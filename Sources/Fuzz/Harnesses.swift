@@ -11,6 +11,7 @@ import CaptureImport
 @_spi(Fuzzing) import DBus
 import Gateway
 import GatewayConfig
+@_spi(Fuzzing) import HTTPServer
 import ScenarioFormat
 import Vocabulary
 
@@ -31,6 +32,9 @@ enum Harness: String, CaseIterable {
     /// signature and bus-address parsers; what they accept must read back
     /// the same from its printed form.
     case text
+    /// What a client sends the gateway's HTTP API, through the request
+    /// reader a connection runs before any handler (see `HTTPRequestFuzzing`).
+    case http
 
     func run(_ input: [UInt8]) -> Int {
         switch self {
@@ -40,6 +44,7 @@ enum Harness: String, CaseIterable {
         case .config: return fuzzConfig(input)
         case .command: return fuzzCommand(input)
         case .text: return fuzzText(input)
+        case .http: return HTTPRequestFuzzing.run(input)
         }
     }
 }

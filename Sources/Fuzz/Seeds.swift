@@ -10,6 +10,7 @@ enum Seeds {
         case .dbus: return dbus()
         case .command: return commands.map { Array($0.utf8) }
         case .text: return words.map { Array($0.utf8) }
+        case .http: return requests.map { [UInt8(7)] + Array($0.utf8) }
         case .btsnoop, .scenario, .config: return []
         }
     }
@@ -22,6 +23,18 @@ enum Seeds {
         #"{"action": "write", "characteristic": "6e400002-b5a3-f393-e0a9-e50e24dcca9e", "value": "0a:1b 2c", "without_response": true}"#,
         #"{"action": "notify", "characteristic": "2a37", "enable": false}"#,
         #"{"action": "read"}"#, #"[1, 2]"#, #"{"action": "read", "characteristic": 12}"#,
+    ]
+
+    /// Requests as the gateway's clients send them (each input starts with
+    /// the byte that picks the harness's piece size).
+    static let requests = [
+        "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        "GET /api/devices/A4:C1:38:8D:18:B2/history?kind=temperature&since=2026-11-25T00:00:00Z HTTP/1.1\r\nAuthorization: Bearer abc\r\n\r\n",
+        "POST /api/devices/A4%3AC1%3A38%3A8D%3A18%3AB2/actions HTTP/1.1\r\nContent-Length: 20\r\nContent-Type: application/json\r\n\r\n{\"action\":\"connect\"}",
+        "GET /api/events HTTP/1.0\r\nConnection: keep-alive\r\nAccept: text/event-stream\r\n\r\n",
+        "POST /api/devices/x/actions HTTP/1.1\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n",
+        "GET http://gw.local:8080/metrics HTTP/1.1\r\nContent-Length: 1, 1\r\n\r\n",
+        "\r\n\nOPTIONS * HTTP/1.1\nHost: a\n\n",
     ]
 
     static let words = [
