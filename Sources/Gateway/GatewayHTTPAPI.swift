@@ -273,12 +273,10 @@ struct GatewayHTTPAPI: Sendable {
         if let number = Double(text) {
             seconds = number
         } else {
-            let formatter = ISO8601DateFormatter()
-            var parsed = formatter.date(from: text)
-            if parsed == nil {
-                formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-                parsed = formatter.date(from: text)
-            }
+            // Foundation's ISO 8601 parse strategies: whole seconds, or with
+            // a fraction (`…T02:00:00.250Z`); an offset other than Z is read too.
+            let parsed = (try? Date(text, strategy: Date.ISO8601FormatStyle()))
+                ?? (try? Date(text, strategy: Date.ISO8601FormatStyle(includingFractionalSeconds: true)))
             guard let parsed else {
                 throw QueryError(message: "\"\(name)\" must be an ISO 8601 time like 2026-11-23T02:00:00Z or Unix seconds, got \"\(text)\"")
             }

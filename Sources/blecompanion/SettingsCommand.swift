@@ -232,15 +232,15 @@ struct HistoryCommand: AsyncParsableCommand {
             if wanted.isEmpty {
                 throw CLIError("no readings of \(id.address)\(kind.map { " (\($0))" } ?? "") in the last \(hours) hours in \(try state.directory().path)/readings.sqlite")
             }
-            let iso = ISO8601DateFormatter()
+            let iso = Date.ISO8601FormatStyle(timeZone: .gmt)
             for s in wanted {
                 for p in s.points {
                     if json {
-                        var o: [String: Any] = ["kind": s.kind.rawValue, "at": iso.string(from: p.at), "value": p.value, "samples": p.samples]
+                        var o: [String: Any] = ["kind": s.kind.rawValue, "at": p.at.formatted(iso), "value": p.value, "samples": p.samples]
                         if !s.label.isEmpty { o["label"] = s.label }
                         out(jsonLine(o))
                     } else {
-                        out("\(iso.string(from: p.at))  \(s.kind.rawValue)\(s.label.isEmpty ? "" : "[\(s.label)]")  \(p.value)\(p.samples > 1 ? "  (mean of \(p.samples))" : "")")
+                        out("\(p.at.formatted(iso))  \(s.kind.rawValue)\(s.label.isEmpty ? "" : "[\(s.label)]")  \(p.value)\(p.samples > 1 ? "  (mean of \(p.samples))" : "")")
                     }
                 }
             }

@@ -245,3 +245,28 @@ private func object(_ message: OutgoingMessage) throws -> [String: Any] {
         #expect(HomeAssistantDiscovery.manufacturer(forFormat: nil) == nil)
     }
 }
+
+/// The HTTP API's `since`/`until` query times: ISO 8601 (whole or
+/// fractional seconds, any offset) or Unix seconds, range-checked.
+@Suite struct QueryTimeTests {
+    @Test func isoAndUnixSpellingsAreTheSameInstant() throws {
+        let expected = Date(timeIntervalSince1970: 1_795_399_200)   // 2026-11-23T02:00:00Z
+        #expect(try GatewayHTTPAPI.date("2026-11-23T02:00:00Z", name: "since") == expected)
+        #expect(try GatewayHTTPAPI.date("2026-11-23T03:00:00+01:00", name: "since") == expected)
+        #expect(try GatewayHTTPAPI.date("1795399200", name: "since") == expected)
+        #expect(try GatewayHTTPAPI.date("2026-11-23T02:00:00.250Z", name: "since") == expected.addingTimeInterval(0.25))
+        #expect(try GatewayHTTPAPI.date(nil, name: "since") == nil)
+        #expect(try GatewayHTTPAPI.date("", name: "since") == nil)
+    }
+
+    @Test func badTimesSayWhatWasExpected() {
+        for bad in ["yesterday", "2026-13-01T00:00:00Z", "2026-11-23", "1e300", "-1e12"] {
+            #expect(throws: GatewayHTTPAPI.QueryError.self, "\(bad)") { try GatewayHTTPAPI.date(bad, name: "until") }
+        }
+        do {
+            _ = try GatewayHTTPAPI.date("yesterday", name: "until")
+        } catch {
+            #expect(error.message.contains("\"until\" must be an ISO 8601 time"))
+        }
+    }
+}
