@@ -297,8 +297,8 @@ public struct BlueZClient: Sendable {
                 switch event {
                 case let .propertiesChanged(p, interface, changed, _) where p == path && interface == BlueZInterface.gattCharacteristic:
                     if let v = changed["Value"], let bytes = PropertyReader.bytes(v) { continuation.yield(.value(bytes)) }
-                case let .propertiesChanged(p, interface, changed, _) where p == devicePath && interface == BlueZInterface.device:
-                    switch changed[DeviceProperty.servicesResolved] {
+                case let .deviceChanged(device, changed) where device.path == devicePath:
+                    switch changed[.servicesResolved] {
                     case .boolean(false)?: pause(.bluez(.notConnected, message: "the device disconnected"))
                     case .boolean(true)? where client.mirror.snapshot().characteristics[path] != nil: await resume()
                     default: break
@@ -448,9 +448,8 @@ public final class DiscoverySession: Sendable {
                     break
                 case let .interfacesAdded(path, names) where path == adapter.path && names.contains(BlueZInterface.adapter):
                     break
-                case let .propertiesChanged(path, interface, changed, _)
-                    where path == adapter.path && interface == BlueZInterface.adapter
-                        && (changed[AdapterProperty.powered] == .boolean(true) || changed[AdapterProperty.discovering] == .boolean(false)):
+                case let .adapterChanged(id, changed)
+                    where id == adapter && (changed[.powered] == .boolean(true) || changed[.discovering] == .boolean(false)):
                     // Discovering=false with our session still wanted: bluetoothd
                     // dropped the discovery (it power-cycles the controller to set
                     // privacy while starting, for one).

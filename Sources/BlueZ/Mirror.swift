@@ -309,7 +309,7 @@ public final class BlueZMirror: Sendable {
                 guard case let .string(k) = e.key else { continue }
                 changed[k] = e.value.unwrappingOneVariant
             }
-            return [.propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)]
+            return [.changed(path, interface: interface, changed, invalidated: invalidated)]
         }
     }
 

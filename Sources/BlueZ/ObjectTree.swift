@@ -9,7 +9,40 @@ public enum BlueZEvent: Sendable, Equatable {
     case resynchronized
     case interfacesAdded(ObjectPath, [String])
     case interfacesRemoved(ObjectPath, [String])
+    /// A device's Device1 properties changed: an advertisement (RSSI, data),
+    /// a connection, pairing, a name.
+    case deviceChanged(DeviceID, PropertyChanges<DeviceProperty>)
+    /// An adapter's Adapter1 properties changed: power, discovery, pairing mode.
+    case adapterChanged(AdapterID, PropertyChanges<AdapterProperty>)
+    /// Any other interface's properties (GATT characteristics, batteries, …),
+    /// by D-Bus name.
     case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
+
+    /// The event a PropertiesChanged signal of `interface` on `path` means:
+    /// typed for Device1 (on a device path) and Adapter1, by name otherwise.
+    public static func changed(
+        _ path: ObjectPath, interface: String, _ changed: [String: DBusValue], invalidated: [String]
+    ) -> BlueZEvent {
+        if interface == BlueZInterface.device, let id = DeviceID(path: path) {
+            return .deviceChanged(id, PropertyChanges(changed, invalidated: invalidated))
+        }
+        if interface == BlueZInterface.adapter {
+            return .adapterChanged(AdapterID(path: path), PropertyChanges(changed, invalidated: invalidated))
+        }
+        return .propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)
+    }
+
+    /// Any property change as bluetoothd sent it (object, interface, values
+    /// by name, invalidated names), whichever case carries it: for what
+    /// records or replays signals rather than reacting to them.
+    public var propertiesSignal: (path: ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])? {
+        switch self {
+        case let .deviceChanged(id, c): return (id.path, BlueZInterface.device, c.values, c.invalidated)
+        case let .adapterChanged(id, c): return (id.path, BlueZInterface.adapter, c.values, c.invalidated)
+        case let .propertiesChanged(path, interface, changed, invalidated): return (path, interface, changed, invalidated)
+        case .availability, .resynchronized, .interfacesAdded, .interfacesRemoved: return nil
+        }
+    }
 }
 
 extension DBusValue {

@@ -69,8 +69,40 @@ public enum AdapterProperty: String, CaseIterable, Sendable {
     case version = "Version"
 }
 
-/// A PropertiesChanged's `changed` dictionary (as the mirror's events carry
-/// it), read by property rather than by string.
+/// A property enum of one BlueZ interface: its raw value is the D-Bus name.
+public protocol BlueZPropertyName: RawRepresentable, Hashable, Sendable where RawValue == String {}
+extension DeviceProperty: BlueZPropertyName {}
+extension AdapterProperty: BlueZPropertyName {}
+
+/// What one PropertiesChanged signal changed on a Device1 or an Adapter1
+/// (``BlueZEvent/deviceChanged(_:_:)``, ``BlueZEvent/adapterChanged(_:_:)``),
+/// read by property.
+///
+/// The values stay keyed by the name bluetoothd sent: a property a newer
+/// bluetoothd adds is kept (a capture records it, a replay sends it back)
+/// rather than dropped for want of a case, and the flood path tests names
+/// against a set without converting each one.
+public struct PropertyChanges<Property: BlueZPropertyName>: Sendable, Equatable {
+    /// Every changed value (variant unwrapped), by D-Bus name.
+    public let values: [String: DBusValue]
+    /// Properties whose value bluetoothd no longer has (by D-Bus name).
+    public let invalidated: [String]
+
+    public init(_ values: [String: DBusValue], invalidated: [String] = []) {
+        self.values = values
+        self.invalidated = invalidated
+    }
+
+    public subscript(_ property: Property) -> DBusValue? { values[property.rawValue] }
+
+    public func contains(_ property: Property) -> Bool { values[property.rawValue] != nil }
+
+    /// The documented properties among the changed ones.
+    public var properties: Set<Property> { Set(values.keys.compactMap(Property.init(rawValue:))) }
+}
+
+/// A PropertiesChanged's `changed` dictionary read by property rather than
+/// by string (the simulator's and the capture's raw events).
 extension Dictionary where Key == String, Value == DBusValue {
     public subscript(_ property: DeviceProperty) -> DBusValue? { self[property.rawValue] }
     public subscript(_ property: AdapterProperty) -> DBusValue? { self[property.rawValue] }

@@ -301,7 +301,8 @@ public final class BlueZAdapterRepository: AdapterRepository {
         switch event {
         case .availability, .resynchronized: return true
         case let .interfacesAdded(_, names), let .interfacesRemoved(_, names): return names.contains(BlueZInterface.adapter)
-        case let .propertiesChanged(_, interface, _, _): return interface == BlueZInterface.adapter
+        case .adapterChanged: return true
+        case .deviceChanged, .propertiesChanged: return false
         }
     }
 

@@ -86,20 +86,21 @@ public final class BlueZDeviceControl: DeviceControl {
         case let .interfacesAdded(path, _), let .interfacesRemoved(path, _):
             concerned = DeviceID(path: path) ?? GATTAttributeID(path: path)?.device
             if concerned == nil { everyone = true }   // an adapter came or went
-        case let .propertiesChanged(path, interface, changed, _):
-            if interface == BlueZInterface.adapter { everyone = true; break }
+        case .adapterChanged:
+            everyone = true
+        case let .propertiesChanged(path, _, _, _):
             concerned = DeviceID(path: path) ?? GATTAttributeID(path: path)?.device
-            if let id = concerned, interface == BlueZInterface.device {
-                if rssiLimit > 0, changed[DeviceProperty.rssi] != nil, let rssi = client.mirror.read({ $0.devices[id]?.rssi }) {
-                    state.withLock { s in
-                        // In place (a copy of the history per advertisement otherwise).
-                        s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
-                        if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }
-                    }
+        case let .deviceChanged(id, changed):
+            concerned = id
+            if rssiLimit > 0, changed.contains(.rssi), let rssi = client.mirror.read({ $0.devices[id]?.rssi }) {
+                state.withLock { s in
+                    // In place (a copy of the history per advertisement otherwise).
+                    s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
+                    if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }
                 }
-                if changed[DeviceProperty.rssi] != nil || changed[DeviceProperty.manufacturerData] != nil || changed[DeviceProperty.serviceData] != nil {
-                    state.withLock { $0.lastSeen[id] = time }
-                }
+            }
+            if changed.contains(.rssi) || changed.contains(.manufacturerData) || changed.contains(.serviceData) {
+                state.withLock { $0.lastSeen[id] = time }
             }
         }
         // A copy of the mirror's tree only while a detail screen listens: held

@@ -189,11 +189,11 @@ public final class BlueZDeviceRepository: DeviceRepository {
                     self.requestFlush()
                 }
                 var touched: [DeviceID] = []
-                if case let .propertiesChanged(path, BlueZInterface.device, changed, invalidated) = event,
-                   changed.keys.contains(where: Self.advertisedContent.contains),
-                   let id = DeviceID(path: path) {
+                if case let .deviceChanged(id, changed) = event,
+                   changed.values.keys.contains(where: Self.advertisedContent.contains) {
                     // The common case (an advertisement): only this device's record changes.
-                    if invalidated.isEmpty, changed.keys.allSatisfy(Self.advertisementProperties.contains), self.refreshOne(id) { continue }
+                    if changed.invalidated.isEmpty, changed.values.keys.allSatisfy(Self.advertisementProperties.contains),
+                       self.refreshOne(id) { continue }
                     touched.append(id)
                 } else if case let .interfacesAdded(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
                     touched.append(id)

@@ -282,9 +282,12 @@ struct MirrorTracker {
     /// Whether `apply` can make anything of `event` (the feed subscribes to
     /// these only: an advertisement does not wake it).
     @Sendable static func concerns(_ event: BlueZEvent) -> Bool {
-        guard case let .propertiesChanged(_, interface, changed, _) = event else { return true }
-        return (interface == BlueZInterface.device && changed[DeviceProperty.connected] != nil)
-            || (interface == BlueZInterface.adapter && changed[AdapterProperty.powered] != nil)
+        switch event {
+        case let .deviceChanged(_, changed): return changed.contains(.connected)
+        case let .adapterChanged(_, changed): return changed.contains(.powered)
+        case .propertiesChanged: return false
+        case .availability, .resynchronized, .interfacesAdded, .interfacesRemoved: return true
+        }
     }
 
     /// The events `event` means. Property values come from the event itself
@@ -335,27 +338,25 @@ struct MirrorTracker {
                 out.append((.adapterRemoved(id), nil))
             }
             return out
-        case let .propertiesChanged(path, interface, changed, _):
-            guard available else { return [] }
-            if interface == BlueZInterface.device, changed[DeviceProperty.connected] != nil, let id = DeviceID(path: path) {
-                let now = Device(id: id, properties: changed).connected
-                let was = connected[id] != nil
-                guard now != was else { return [] }
-                if now {
-                    let name = snapshot().devices[id].flatMap(Self.name)
-                    connected[id] = .some(name)
-                    return [(.deviceConnected(id), name)]
-                }
-                let known = connected.removeValue(forKey: id) ?? nil
-                return [(.deviceDisconnected(id), snapshot().devices[id].flatMap(Self.name) ?? known)]
-            }
-            if interface == BlueZInterface.adapter, changed[AdapterProperty.powered] != nil {
-                let id = AdapterID(path: path)
-                guard let now = Adapter(id: id, properties: changed).powered, powered[id] != now else { return [] }
-                powered[id] = now
-                return [(.adapterPowered(id, now), nil)]
-            }
+        case .propertiesChanged:
             return []
+        case let .deviceChanged(id, changed):
+            guard available, changed.contains(.connected) else { return [] }
+            let now = Device(id: id, properties: changed.values).connected
+            let was = connected[id] != nil
+            guard now != was else { return [] }
+            if now {
+                let name = snapshot().devices[id].flatMap(Self.name)
+                connected[id] = .some(name)
+                return [(.deviceConnected(id), name)]
+            }
+            let known = connected.removeValue(forKey: id) ?? nil
+            return [(.deviceDisconnected(id), snapshot().devices[id].flatMap(Self.name) ?? known)]
+        case let .adapterChanged(id, changed):
+            guard available, changed.contains(.powered),
+                  let now = Adapter(id: id, properties: changed.values).powered, powered[id] != now else { return [] }
+            powered[id] = now
+            return [(.adapterPowered(id, now), nil)]
         }
     }
 }

@@ -156,7 +156,7 @@ struct DemoCommand: AsyncParsableCommand {
                 let path: ObjectPath
                 switch event {
                 case let .interfacesAdded(p, names) where names.contains(BlueZInterface.device): path = p
-                case let .propertiesChanged(p, BlueZInterface.device, _, _): path = p
+                case let .deviceChanged(id, _): path = id.path
                 default: continue
                 }
                 guard let id = DeviceID(path: path), let d = client.mirror.snapshot().devices[id], d.rssi != nil else { continue }

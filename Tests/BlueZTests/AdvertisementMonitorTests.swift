@@ -112,8 +112,8 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
             // No advertisement reaches us any more: the BTHome data (changing every 0.2 s) stays put...
             let changes = client.mirror.events()
             let update = try await next(changes, within: 0.8) { event in
-                guard case let .propertiesChanged(p, BlueZInterface.device, changed, _) = event, p == bthome.path else { return false }
-                return changed["ServiceData"] != nil || changed["RSSI"] != nil
+                guard case let .deviceChanged(id, changed) = event, id == bthome else { return false }
+                return changed.contains(.serviceData) || changed.contains(.rssi)
             }
             #expect(update == nil, "\(String(describing: update))")
             // ...and the device ages out as after discovery.

@@ -105,11 +105,14 @@ func next(_ events: AsyncStream<BlueZEvent>, within seconds: Double = 5, matchin
             let events = client.mirror.events()
             // A subscriber that wants adapter changes only gets none of the device ones.
             let adapterOnly = client.mirror.events { event in
-                if case .propertiesChanged(_, "org.bluez.Adapter1", _, _) = event { return true }
+                if case .adapterChanged = event { return true }
                 return false
             }
             hidden.setProperty("org.bluez.Device1", "RSSI", .int16(-55))
-            _ = try await next(events) { if case .propertiesChanged = $0 { return true } else { return false } }
+            _ = try await next(events) {
+                if case let .deviceChanged(id, changed) = $0 { return id.address.description == "AA:BB:CC:DD:EE:01" && changed[.rssi] == .int16(-55) }
+                return false
+            }
             #expect(client.mirror.snapshot().devices.values.first?.rssi == -55)
 
             let second = try await standIn.addDevice("AA:BB:CC:DD:EE:02", rssi: -40)
@@ -122,10 +125,13 @@ func next(_ events: AsyncStream<BlueZEvent>, within seconds: Double = 5, matchin
             // Operations reach bluetoothd; unknown objects give BlueZ-level errors.
             let hci0 = try client.adapter().id
             try await client.setPowered(false, adapter: hci0)
-            _ = try await next(events) { if case .propertiesChanged(_, "org.bluez.Adapter1", _, _) = $0 { return true } else { return false } }
+            _ = try await next(events) {
+                if case let .adapterChanged(id, changed) = $0 { return id == hci0 && changed[.powered] == .boolean(false) }
+                return false
+            }
             #expect(client.mirror.snapshot().adapters[hci0]?.powered == false)
             let firstForAdapterOnly = try await next(adapterOnly) { _ in true }
-            guard case .propertiesChanged(_, "org.bluez.Adapter1", _, _)? = firstForAdapterOnly else {
+            guard case .adapterChanged(hci0, _)? = firstForAdapterOnly else {
                 Issue.record("the filtered stream's first event: \(String(describing: firstForAdapterOnly))")
                 return
             }

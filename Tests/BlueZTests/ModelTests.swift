@@ -188,3 +188,56 @@ import Vocabulary
         #expect(f.dictionary.type.signature == "a{sv}")
     }
 }
+
+/// The mirror's change events: typed for devices and adapters, by name for
+/// the rest, and nothing bluetoothd sent lost on the way.
+@Suite struct ChangeEventTests {
+    let device = ObjectPath(stringLiteral: "/org/bluez/hci0/dev_A4_C1_38_8D_18_B2")
+
+    @Test func deviceAndAdapterChangesAreTyped() throws {
+        let event = BlueZEvent.changed(device, interface: "org.bluez.Device1",
+                                       ["RSSI": .int16(-60), "FutureProperty": .boolean(true)], invalidated: ["TxPower"])
+        guard case let .deviceChanged(id, changes) = event else {
+            Issue.record("a Device1 change on a device path should be .deviceChanged: \(event)")
+            return
+        }
+        #expect(id.address == (try BluetoothAddress("A4:C1:38:8D:18:B2")) && id.adapter.name == "hci0")
+        #expect(changes[.rssi] == .int16(-60))
+        #expect(changes.contains(.rssi) && !changes.contains(.name))
+        #expect(changes.properties == [.rssi], "a name this build does not know is not a property…")
+        #expect(changes.values["FutureProperty"] == .boolean(true), "…but it is kept")
+        #expect(changes.invalidated == ["TxPower"])
+
+        let hci0 = ObjectPath(stringLiteral: "/org/bluez/hci0")
+        guard case let .adapterChanged(adapter, power) = BlueZEvent.changed(hci0, interface: "org.bluez.Adapter1",
+                                                                            ["Powered": .boolean(false)], invalidated: []) else {
+            Issue.record("an Adapter1 change should be .adapterChanged")
+            return
+        }
+        #expect(adapter.name == "hci0" && power[.powered] == .boolean(false))
+    }
+
+    @Test func otherInterfacesAndOddPathsStayByName() {
+        let characteristic = ObjectPath(stringLiteral: "/org/bluez/hci0/dev_A4_C1_38_8D_18_B2/service000c/char000d")
+        let value = BlueZEvent.changed(characteristic, interface: "org.bluez.GattCharacteristic1", ["Value": .bytes([1])], invalidated: [])
+        #expect(value == .propertiesChanged(characteristic, interface: "org.bluez.GattCharacteristic1", changed: ["Value": .bytes([1])], invalidated: []))
+        // Device1 on a path that is not a device's (no address in it): kept, by name.
+        let odd = ObjectPath(stringLiteral: "/org/bluez/hci0/something")
+        if case .propertiesChanged = BlueZEvent.changed(odd, interface: "org.bluez.Device1", ["RSSI": .int16(-1)], invalidated: []) {} else {
+            Issue.record("a Device1 change on a path without an address should stay by name")
+        }
+    }
+
+    @Test func everyChangeReadsBackAsTheSignalItCameFrom() {
+        let cases: [(ObjectPath, String)] = [
+            (device, "org.bluez.Device1"), (ObjectPath(stringLiteral: "/org/bluez/hci1"), "org.bluez.Adapter1"),
+            (device, "org.bluez.Battery1"),
+        ]
+        for (path, interface) in cases {
+            let signal = BlueZEvent.changed(path, interface: interface, ["X": .uint32(7)], invalidated: ["Y"]).propertiesSignal
+            #expect(signal?.path == path && signal?.interface == interface)
+            #expect(signal?.changed == ["X": .uint32(7)] && signal?.invalidated == ["Y"])
+        }
+        #expect(BlueZEvent.resynchronized.propertiesSignal == nil)
+    }
+}

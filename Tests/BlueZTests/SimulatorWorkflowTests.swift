@@ -55,8 +55,8 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
             let changes = client.mirror.events()
             try await client.connect(flaky)
             let dropped = try await next(changes, within: 5) { event in
-                guard case let .propertiesChanged(p, BlueZInterface.device, changed, _) = event, p == flaky.path else { return false }
-                return changed["Connected"] == .boolean(false)
+                guard case let .deviceChanged(id, changed) = event, id == flaky else { return false }
+                return changed[.connected] == .boolean(false)
             }
             #expect(dropped != nil, "the flaky link should drop by itself")
 

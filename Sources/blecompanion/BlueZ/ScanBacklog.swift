@@ -75,9 +75,9 @@ final class ScanBacklog: Sendable {
         switch event {
         case let .interfacesAdded(path, names) where names.contains(BlueZInterface.device):
             change = DeviceID(path: path).map { ($0, false) }
-        case let .propertiesChanged(path, BlueZInterface.device, changed, _):
-            guard changed.keys.contains(where: Self.reportedProperties.contains) else { return false }
-            change = DeviceID(path: path).map { ($0, false) }
+        case let .deviceChanged(id, changed):
+            guard changed.values.keys.contains(where: Self.reportedProperties.contains) else { return false }
+            change = (id, false)
         case let .interfacesRemoved(path, names) where names.contains(BlueZInterface.device):
             change = DeviceID(path: path).map { ($0, true) }
         case let .interfacesRemoved(path, names) where names.contains(BlueZInterface.adapter) && path == adapter.path,
