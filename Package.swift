@@ -66,12 +66,15 @@ let package = Package(
         // The lock every target uses (a value behind a pthread mutex, which ThreadSanitizer sees;
         // Synchronization's Mutex it does not, on Linux). No dependencies.
         .target(name: "Locking"),
-        .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking", .product(name: "HeapModule", package: "swift-collections")]),
+        // Detached POSIX threads for the loops that block in epoll/poll (D-Bus I/O, terminal
+        // input, HTTP connections): one way to start one, named.
+        .target(name: "Threads", dependencies: ["CPosix"]),
+        .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking", "Threads", .product(name: "HeapModule", package: "swift-collections")]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
         // MQTT client for the headless gateway: libmosquitto, imported internally.
         .target(name: "MQTT", dependencies: ["CMosquitto", "Locking"]),
         // A small HTTP/1.1 server on POSIX sockets (local API of the gateway): no NIO, builds in seconds.
-        .target(name: "HTTPServer", dependencies: ["Vocabulary", "CPosix", "Locking"]),
+        .target(name: "HTTPServer", dependencies: ["Vocabulary", "CPosix", "Locking", "Threads"]),
         // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.
         .target(name: "ServiceSupport", dependencies: ["Locking", .product(name: "Logging", package: "swift-log")]),
         // The gateway's configuration file (YAML): model, parsing, validation with key + line.
@@ -111,7 +114,7 @@ let package = Package(
 
         // MARK: Layer 3: front ends (Screen owns a presenter; Content is pure State -> output)
         // TerminalUI knows terminals only (cells, diffing, raw mode, keys): no presenter, no BlueZ.
-        .target(name: "TerminalUI", dependencies: ["Locking"]),
+        .target(name: "TerminalUI", dependencies: ["Locking", "Threads"]),
         .target(name: "Dashboard", dependencies: ["Vocabulary", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing"]),
         // Headless gateway: the same repositories and presenters as the dashboard, with MQTT and
         // HTTP as its front ends. No terminal module.

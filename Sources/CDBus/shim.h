@@ -9,14 +9,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-
-/// Names the calling thread (shown by top -H, perf and gdb). prctl is
-/// variadic, which Swift cannot call directly.
-static inline void cdbus_set_thread_name(const char *name) {
-    prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
-}
 
 /// The most descriptors Linux passes in one SCM_RIGHTS message (SCM_MAX_FD).
 #define CDBUS_MAX_FDS_PER_READ 253

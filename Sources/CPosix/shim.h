@@ -5,6 +5,7 @@
 // Ubuntu 22.04).
 #include <malloc.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *, int);
@@ -20,6 +21,12 @@ static inline int csystem_spawn_close_from(posix_spawn_file_actions_t *actions, 
 static inline int csystem_accept4(int fd, struct sockaddr *address, socklen_t *length, int flags) {
     return accept4(fd, address, length, flags);
 }
+/// Names the calling thread (top -H, perf, gdb, crash reports): prctl is
+/// variadic, which Swift cannot call, and pthread_setname_np needs _GNU_SOURCE.
+static inline void csystem_set_thread_name(const char *name) {
+    prctl(PR_SET_NAME, (unsigned long)name, 0UL, 0UL, 0UL);
+}
+
 /// MSG_NOSIGNAL (send(2) returns EPIPE instead of raising SIGPIPE). glibc
 /// defines it as an enum constant plus a macro; which Swift file sees it
 /// through the Glibc module differs between debug and whole-module release

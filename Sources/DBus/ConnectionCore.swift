@@ -1,6 +1,7 @@
 internal import CDBus
 import Locking
 import Synchronization
+import Threads
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -265,15 +266,6 @@ final class ConnectionCore: @unchecked Sendable {
 
     // MARK: The loop
 
-    private final class ThreadStart {
-        let core: ConnectionCore
-        let first: () -> Bool
-        init(core: ConnectionCore, first: @escaping () -> Bool) {
-            self.core = core
-            self.first = first
-        }
-    }
-
     /// The I/O thread's id, set as it starts (0 before): what
     /// ``assertOnLoop(_:_:)`` compares with.
     private let loopThread = Atomic<UInt>(0)
@@ -288,26 +280,15 @@ final class ConnectionCore: @unchecked Sendable {
     }
 
     private func startThread(first: @escaping () -> Bool) -> Bool {
-        let box = Unmanaged.passRetained(ThreadStart(core: self, first: first)).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            guard let raw else { return nil }
-            let start = Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue()
-            start.core.loopThread.store(UInt(pthread_self()), ordering: .relaxed)
-            cdbus_set_thread_name("dbus-io")
-            if start.first() {
-                start.core.runLoop()
-            } else {
-                start.core.teardownAfterFailedStart()
+        do {
+            try DetachedThread.start(name: "dbus-io") { [self] in
+                loopThread.store(UInt(pthread_self()), ordering: .relaxed)
+                if first() { runLoop() } else { teardownAfterFailedStart() }
             }
-            return nil
-        }, box)
-        if rc != 0 {
-            Unmanaged<ThreadStart>.fromOpaque(box).release()
+            return true
+        } catch {
             return false
         }
-        pthread_detach(thread)
-        return true
     }
 
     private func teardownAfterFailedStart() {

@@ -129,7 +129,7 @@ public final class HTTPServer: Sendable {
             throw HTTPServerError(address: address.description, reason: "cannot create a pipe: \(errnoText(code))", errorNumber: code)
         }
         let core = ServerCore(configuration: configuration, immediate: immediate, handler: handler, stopSignal: stopSignal)
-        guard spawnThread({ core.runAcceptLoop(listenFD: listenFD) }) else {
+        guard spawnThread(name: "http-accept", { core.runAcceptLoop(listenFD: listenFD) }) else {
             close(listenFD)
             throw HTTPServerError(address: address.description, reason: "cannot start the accept thread", errorNumber: nil)
         }
@@ -310,7 +310,7 @@ final class ServerCore: Sendable {
             let id = admitted.id
             let connection = Connection(fd: fd, id: id, core: self, remoteHost: remote?.host ?? "?", remotePort: remote?.port ?? 0,
                                         reserved: admitted.reserved, pressed: admitted.pressed)
-            if !spawnThread({ connection.run() }) {
+            if !spawnThread(name: "http-conn", { connection.run() }) {
                 // Out of the registry before the descriptor closes (see `beginStop`).
                 finish { s in s.connections[id] = nil }
                 refuse(fd, message: "cannot start a connection thread")

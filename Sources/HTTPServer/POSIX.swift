@@ -1,5 +1,6 @@
 // The few POSIX pieces the server needs, wrapped once.
 internal import CPosix
+import Threads
 import Glibc
 
 /// POLLRDHUP (peer closed its writing side) is Linux-specific and not exported
@@ -182,29 +183,14 @@ final class WakePipe: Sendable {
 }
 
 /// A detached POSIX thread running `body` (not the Swift concurrency pool:
-/// connection threads block in poll/recv/send).
-func spawnThread(stackSize: Int = 512 * 1024, _ body: @escaping () -> Void) -> Bool {
-    final class Entry {
-        let body: () -> Void
-        init(_ body: @escaping () -> Void) { self.body = body }
-    }
-    var attributes = pthread_attr_t()
-    pthread_attr_init(&attributes)
-    defer { pthread_attr_destroy(&attributes) }
-    pthread_attr_setstacksize(&attributes, stackSize)
-    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-    let entry = Unmanaged.passRetained(Entry(body)).toOpaque()
-    var thread = pthread_t()
-    let rc = pthread_create(&thread, &attributes, { raw in
-        guard let raw else { return nil }
-        Unmanaged<Entry>.fromOpaque(raw).takeRetainedValue().body()
-        return nil
-    }, entry)
-    if rc != 0 {
-        Unmanaged<Entry>.fromOpaque(entry).release()
+/// connection threads block in poll/recv/send), with a small stack.
+func spawnThread(name: String, stackSize: Int = 512 * 1024, _ body: @escaping () -> Void) -> Bool {
+    do {
+        try DetachedThread.start(name: name, stackSize: stackSize, body)
+        return true
+    } catch {
         return false
     }
-    return true
 }
 
 /// IMF-fixdate (RFC 9110 §5.6.7): "Sun, 06 Nov 1994 08:49:37 GMT".

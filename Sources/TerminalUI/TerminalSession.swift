@@ -1,5 +1,6 @@
 import Dispatch
 import Locking
+import Threads
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -67,9 +68,9 @@ public final class TerminalSession: Sendable {
             Glibc.close(wake[1])
             throw error
         }
-        guard core.startReader() else {
+        if let failure = core.startReader() {
             core.closeWithoutReader()
-            throw TerminalError.system(call: "pthread_create", errno: errno)
+            throw TerminalError.system(call: "pthread_create", errno: failure)
         }
         if handleSignals { SignalHub.shared.attach(core) }
         return TerminalSession(core: core)
@@ -317,26 +318,14 @@ final class Core: Sendable {
 
     // MARK: Reading
 
-    private final class ThreadStart {
-        let core: Core
-        init(core: Core) { self.core = core }
-    }
-
-    func startReader() -> Bool {
-        let box = Unmanaged.passRetained(ThreadStart(core: self)).toOpaque()
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { raw in
-            guard let raw else { return nil }
-            let start = Unmanaged<ThreadStart>.fromOpaque(raw).takeRetainedValue()
-            start.core.readLoop()
+    /// Starts the input reader's thread; the error number when it cannot.
+    func startReader() -> Int32? {
+        do {
+            try DetachedThread.start(name: "terminal-input") { [self] in readLoop() }
             return nil
-        }, box)
-        if rc != 0 {
-            Unmanaged<ThreadStart>.fromOpaque(box).release()
-            return false
+        } catch {
+            return error.errorNumber
         }
-        pthread_detach(thread)
-        return true
     }
 
     /// Blocks in poll() on the input and the wake pipe until `close()`.

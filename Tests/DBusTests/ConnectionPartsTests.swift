@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import DBus
 
@@ -168,5 +169,24 @@ import Testing
         #expect(failures.results.count == 1)
         if case .some(.some(.disconnected)) = sink.finished {} else { Issue.record("the sink should end with .disconnected") }
         #expect(router.groups.isEmpty && router.onDemandSinks == 0)
+    }
+}
+
+/// The connection's I/O thread is a named POSIX thread (`Threads`), seen
+/// as `dbus-io` in `top -H`, perf and crash reports.
+@Suite struct IOThreadTests {
+    private static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+    }
+
+    @Test func aConnectionRunsOnANamedThread() async throws {
+        try await withBus { bus in
+            let c = try await DBusConnection.connect(to: .address(bus.address))
+            // Other tests open connections in parallel: ours is at least one.
+            #expect(Self.threadNames().contains("dbus-io"), "\(Self.threadNames())")
+            c.close()
+        }
     }
 }
