@@ -118,9 +118,10 @@ final class ConnectionCore: @unchecked Sendable {
     var canPassUnixFDs: Bool { identityLock.withLock { identity.canPassUnixFDs } }
     var malformedCount = 0                          // loop
     let decodeCache = DecodeCache()                 // loop
-    /// Set once the socket is read by ``WireReceiver`` instead of libdbus
-    /// (bus connections, after registration).
-    private var receiver: WireReceiver?             // loop
+    /// Set once the socket is read by us instead of libdbus (bus
+    /// connections, after registration): the socket read and the framer.
+    private var reader: SocketReader?               // loop
+    private var framer: WireFramer?                 // loop
     /// Why our receiver gave up on the connection, if it did.
     private(set) var failureReason: String?         // loop
 
@@ -227,7 +228,8 @@ final class ConnectionCore: @unchecked Sendable {
             dispatchAll()
             var fd: Int32 = -1
             if dbus_connection_get_unix_fd(conn, &fd) != 0, fd >= 0 {
-                receiver = WireReceiver()
+                reader = SocketReader(socket: fd)
+                framer = WireFramer()
                 libdbus.ownSocket = fd
             }
         }
@@ -545,8 +547,8 @@ final class ConnectionCore: @unchecked Sendable {
     /// Reads what the socket has and dispatches every complete message.
     private func receiveOnLoop() {
         assertOnLoop()
-        guard let receiver, !dead else { return }
-        let outcome = receiver.read(from: libdbus.ownSocket)
+        guard let reader, let framer, !dead else { return }
+        let outcome = reader.read(into: framer)
         switch outcome {
         case .received:
             break
@@ -562,9 +564,9 @@ final class ConnectionCore: @unchecked Sendable {
             return
         }
         do throws(DBusError) {
-            while running, !dead, let frame = try receiver.nextMessage() {
-                dispatchFrame(frame, receiver)
-                receiver.consume(frame.count)
+            while running, !dead, let frame = try framer.nextMessage() {
+                dispatchFrame(frame, framer)
+                framer.consume(frame.count)
             }
         } catch {
             // The stream is out of step: nothing after this can be trusted.
@@ -574,7 +576,7 @@ final class ConnectionCore: @unchecked Sendable {
         }
     }
 
-    private func dispatchFrame(_ frame: UnsafeRawBufferPointer, _ receiver: WireReceiver) {
+    private func dispatchFrame(_ frame: UnsafeRawBufferPointer, _ framer: WireFramer) {
         let header: WireHeader
         do {
             header = try WireDecoder.decodeHeader(frame, cache: decodeCache)
@@ -588,7 +590,7 @@ final class ConnectionCore: @unchecked Sendable {
         }
         let message: DBusMessage
         do {
-            let fds = header.unixFDCount > 0 ? try receiver.takeDescriptors(header.unixFDCount) : []
+            let fds = header.unixFDCount > 0 ? try framer.takeDescriptors(header.unixFDCount) : []
             let lazy = router.onDemandSinks > 0 && header.kind == .signal
             message = try WireDecoder.decodeBody(of: header, in: frame, cache: decodeCache, lazyBody: lazy, fds: fds)
         } catch {

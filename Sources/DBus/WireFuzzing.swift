@@ -10,7 +10,7 @@ import Musl
 ///
 /// One input is a byte stream as the bus would send it, cut at points the
 /// input chooses, run through what the connection's loop thread does with
-/// each read: ``WireReceiver`` frames it, ``WireDecoder`` reads each frame's
+/// each read: ``WireFramer`` frames it, ``WireDecoder`` reads each frame's
 /// header (one ``DecodeCache`` for the whole stream, as on a connection),
 /// claims its descriptors, decodes the body (or keeps it for on-demand
 /// decoding and then decodes and walks it), and stops where the connection
@@ -50,7 +50,7 @@ import Musl
     }
 
     private static func stream(_ raw: UnsafeRawBufferPointer, options: UInt8, seed: UInt8) -> Int {
-        let receiver = WireReceiver(capacity: 4096)   // not the connection's 128 KiB: one mmap per input otherwise
+        let receiver = WireFramer(capacity: 4096)   // not the connection's 128 KiB: one mmap per input otherwise
         let cache = DecodeCache(names: 16)
         let onDemand = options & 0x04 != 0
         let compare = options & 0x08 != 0
@@ -87,7 +87,7 @@ import Musl
     }
 
     /// What the loop does with one frame; nil where the connection gives up.
-    private static func dispatch(_ frame: UnsafeRawBufferPointer, _ receiver: WireReceiver, _ cache: DecodeCache,
+    private static func dispatch(_ frame: UnsafeRawBufferPointer, _ receiver: WireFramer, _ cache: DecodeCache,
                                  onDemand: Bool, compare: Bool) -> Int? {
         let header: WireHeader
         do {

@@ -17,7 +17,7 @@ import Testing
         var pair: [Int32] = [0, 0]
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         defer { close(pair[0]); close(pair[1]) }
-        let receiver = WireReceiver()
+        let receiver = WireFramer()
         var out: [[UInt8]] = []
         var offset = 0
         while offset < bytes.count {
@@ -25,13 +25,13 @@ import Testing
             let written = bytes[offset..<offset + n].withUnsafeBytes { write(pair[1], $0.baseAddress, n) }
             #expect(written == n)
             offset += n
-            #expect(receiver.read(from: pair[0]) == .received)
+            #expect(SocketReader(socket: pair[0]).read(into: receiver) == .received)
             while let frame = try receiver.nextMessage() {
                 out.append([UInt8](frame))
                 receiver.consume(frame.count)
             }
         }
-        #expect(receiver.read(from: pair[0]) == .wouldBlock)
+        #expect(SocketReader(socket: pair[0]).read(into: receiver) == .wouldBlock)
         return out
     }
 
@@ -47,7 +47,7 @@ import Testing
     @Test func bytesFedWithoutASocketAreFramedTheSame() throws {
         let messages = try (1...3).map { try LibDBusCodec.marshal(signal($0, payload: Array(repeating: UInt8($0), count: 40)), serial: $0) }
         let stream = messages.flatMap { $0 }
-        let receiver = WireReceiver()
+        let receiver = WireFramer()
         var got: [[UInt8]] = []
         for byte in stream {
             [byte].withUnsafeBytes { receiver.receive($0) }
@@ -87,28 +87,28 @@ import Testing
         var pair: [Int32] = [0, 0]
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
         defer { close(pair[0]); close(pair[1]) }
-        let receiver = WireReceiver()
+        let receiver = WireFramer()
         let junk = Array("HTTP/1.1 200 OK\r\n\r\n".utf8)
         _ = junk.withUnsafeBytes { write(pair[1], $0.baseAddress, $0.count) }
-        #expect(receiver.read(from: pair[0]) == .received)
+        #expect(SocketReader(socket: pair[0]).read(into: receiver) == .received)
         #expect(throws: DBusError.malformedMessage("unknown byte-order mark 0x48 in the incoming stream")) { try receiver.nextMessage() }
         // A frame claiming more than the protocol's 128 MiB.
         var huge = try LibDBusCodec.marshal(signal(1), serial: 1)
         huge[4] = 0xff; huge[5] = 0xff; huge[6] = 0xff; huge[7] = 0x7f
-        let other = WireReceiver()
+        let other = WireFramer()
         _ = huge.withUnsafeBytes { write(pair[1], $0.baseAddress, $0.count) }
-        #expect(other.read(from: pair[0]) == .received)
+        #expect(SocketReader(socket: pair[0]).read(into: other) == .received)
         #expect(throws: DBusError.self) { try other.nextMessage() }
         close(pair[1])
         pair[1] = -1
-        let drained = WireReceiver()
+        let drained = WireFramer()
         // EOF comes once no process holds the other end: a child another test is spawning
         // at this moment holds a copy until its exec closes it (CLOEXEC), so allow a moment.
-        var result = drained.read(from: pair[0])
+        var result = SocketReader(socket: pair[0]).read(into: drained)
         let deadline = ContinuousClock.now + .seconds(5)
         while result == .wouldBlock, ContinuousClock.now < deadline {
             usleep(10_000)
-            result = drained.read(from: pair[0])
+            result = SocketReader(socket: pair[0]).read(into: drained)
         }
         #expect(result == .endOfStream)
     }

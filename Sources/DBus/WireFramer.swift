@@ -1,19 +1,21 @@
-internal import CDBus
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
 
-/// The receive side of a bus connection once libdbus has authenticated it:
-/// reads the socket in large chunks and cuts the byte stream into whole
-/// messages, which the wire decoder then reads in place.
+/// Cuts a D-Bus byte stream into whole messages, which the wire decoder
+/// then reads in place: bytes (and the descriptors that came with them) in,
+/// frames out. No I/O — ``SocketReader`` fills it from the bus socket, the
+/// fuzz harness and the tests by drip-feeding bytes — so every way a stream
+/// can be cut is testable without a socket.
 ///
-/// libdbus reads at most 2 KiB per system call and runs every message
-/// through its loader, validator and a `DBusMessage` object before anyone
-/// sees it; for a flood of small BlueZ signals that costs more than all of
-/// the decoding (docs/PERFORMANCE.md). Loop thread only.
-final class WireReceiver {
+/// Why our own receive path at all: libdbus reads at most 2 KiB per system
+/// call and runs every message through its loader, validator and a
+/// `DBusMessage` object before anyone sees it; for a flood of small BlueZ
+/// signals that costs more than all of the decoding (docs/PERFORMANCE.md).
+/// Loop thread only.
+final class WireFramer {
     /// The longest message the specification allows (2^27 bytes).
     static let maximumMessageLength = 134_217_728
     /// How much one read asks for.
@@ -26,9 +28,8 @@ final class WireReceiver {
     /// Descriptors received but not yet claimed by a message, oldest first.
     private var fds: [Int32] = []
     private var fdHead = 0
-    private let scratchFDs = UnsafeMutablePointer<Int32>.allocate(capacity: Int(CDBUS_MAX_FDS_PER_READ))
 
-    init(capacity: Int = 2 * WireReceiver.chunk) {
+    init(capacity: Int = 2 * WireFramer.chunk) {
         self.capacity = max(capacity, 16)
         storage = .allocate(byteCount: self.capacity, alignment: 8)
     }
@@ -36,42 +37,28 @@ final class WireReceiver {
     deinit {
         for i in fdHead..<fds.count { _ = Glibc.close(fds[i]) }
         storage.deallocate()
-        scratchFDs.deallocate()
     }
 
-    enum ReadOutcome: Equatable {
-        case received
-        case wouldBlock
-        case endOfStream
-        case failed(String)
+    /// Lets `write` put up to the free space's size of bytes straight
+    /// into the buffer (at least `minimum` bytes of room are made first);
+    /// `write` returns how many it wrote (≤ 0: none). What the socket reader
+    /// uses, so a read costs no copy.
+    func fill(minimum: Int = WireFramer.chunk, _ write: (UnsafeMutableRawBufferPointer) -> Int) -> Int {
+        makeRoom(minimum)
+        let n = write(UnsafeMutableRawBufferPointer(start: storage + end, count: capacity - end))
+        if n > 0 { end += min(n, capacity - end) }
+        return n
     }
 
-    /// One non-blocking read from `socket` into the buffer.
-    func read(from socket: Int32) -> ReadOutcome {
-        makeRoom(WireReceiver.chunk)
-        while true {
-            var count: Int32 = 0
-            var lost: Int32 = 0
-            let n = cdbus_recv_with_fds(socket, storage + end, UInt(capacity - end), scratchFDs, &count, &lost)
-            if n < 0 {
-                let e = errno
-                if e == EINTR { continue }
-                if e == EAGAIN || e == EWOULDBLOCK { return .wouldBlock }
-                return .failed("read from the bus socket failed: \(String(cString: strerror(e)))")
-            }
-            for i in 0..<Int(count) { fds.append(scratchFDs[i]) }
-            if lost != 0 {
-                return .failed("file descriptors passed with a message were lost (too many in one read)")
-            }
-            if n == 0 { return .endOfStream }
-            end += n
-            return .received
-        }
+    /// Takes ownership of descriptors received with the bytes (they are
+    /// claimed, oldest first, by the messages that declare them).
+    func addDescriptors(_ received: UnsafeBufferPointer<Int32>) {
+        fds.append(contentsOf: received)
     }
 
     /// Appends bytes, and the descriptors that came with them, as if one
-    /// read had returned them: how the fuzz harness (and tests) drip-feed
-    /// a stream without a socket. Takes ownership of `descriptors`.
+    /// read had returned them: how the fuzz harness and the tests drip-feed
+    /// a stream. Takes ownership of `descriptors`.
     func receive(_ bytes: UnsafeRawBufferPointer, descriptors: [Int32] = []) {
         makeRoom(bytes.count)
         if let base = bytes.baseAddress, bytes.count > 0 {
@@ -103,7 +90,7 @@ final class WireReceiver {
         let bodyLength = u32(4)
         let fieldsLength = u32(12)
         let total = ((16 + fieldsLength + 7) & ~7) + bodyLength
-        guard total <= WireReceiver.maximumMessageLength else {
+        guard total <= WireFramer.maximumMessageLength else {
             throw .malformedMessage("incoming message of \(total) bytes is longer than the protocol allows")
         }
         guard available >= total else {
@@ -120,7 +107,7 @@ final class WireReceiver {
             start = 0
             end = 0
             // A one-off large message should not pin its buffer.
-            if capacity > 4 * WireReceiver.chunk { resize(to: 2 * WireReceiver.chunk) }
+            if capacity > 4 * WireFramer.chunk { resize(to: 2 * WireFramer.chunk) }
         }
     }
 
