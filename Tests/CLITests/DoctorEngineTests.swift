@@ -192,6 +192,24 @@ import Glibc
         #expect(ContinuousClock.now - start < .seconds(25))
     }
 
+    @Test func aProgramStillOpenForWritingIsRunOnceItIsFree() async throws {
+        let scratch = try Scratch()
+        let path = scratch.root + "/busy.sh"
+        // Held open for writing (as during a package upgrade): exec fails
+        // with ETXTBSY until it is closed.
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o755)
+        try #require(fd >= 0)
+        let script = Array("#!/bin/sh\necho 5.66\n".utf8)
+        #expect(script.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) } == script.count)
+        let closer = Task {
+            try? await Task.sleep(for: .milliseconds(300))
+            close(fd)
+        }
+        let outcome = await DoctorProcess.run(path, [], timeout: .seconds(20))
+        await closer.value
+        #expect(outcome == ProcessOutcome(termination: .exited(0), output: "5.66"))
+    }
+
     @Test func reportOrderingAndJSONShape() throws {
         let report = DoctorReport(findings: [
             DoctorFinding(id: "a", status: .ok, summary: "fine"),

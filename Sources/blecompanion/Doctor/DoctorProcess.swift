@@ -25,17 +25,30 @@ enum DoctorProcess {
     /// then SIGKILL) and reported as `.timedOut`. Output beyond what the pipe buffers
     /// (64 KiB) is not needed for version strings.
     static func run(_ path: String, _ arguments: [String], timeout: Duration = .seconds(5)) async -> ProcessOutcome {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return ProcessOutcome(termination: .failedToStart(String(describing: error)), output: "")
+        var process = Process()
+        var pipe = Pipe()
+        // ETXTBSY: the file is open for writing somewhere (a package upgrade
+        // replacing bluetoothd; a test that has just written its stand-in
+        // while another thread forks). That passes within moments: try again
+        // for up to a second before calling it a failure to start.
+        var attempts = 0
+        while true {
+            process = Process()
+            process.executableURL = URL(fileURLWithPath: path)
+            process.arguments = arguments
+            pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = pipe
+            process.standardInput = FileHandle.nullDevice
+            do {
+                try process.run()
+                break
+            } catch where isTextFileBusy(error) && attempts < 20 {
+                attempts += 1
+                try? await Task.sleep(for: .milliseconds(50))
+            } catch {
+                return ProcessOutcome(termination: .failedToStart(String(describing: error)), output: "")
+            }
         }
         // The child has its own copy of the write end; drop ours so the read end sees EOF.
         try? pipe.fileHandleForWriting.close()
@@ -64,6 +77,15 @@ enum DoctorProcess {
         case .uncaughtSignal: return ProcessOutcome(termination: .signalled(process.terminationStatus), output: text)
         @unknown default: return ProcessOutcome(termination: .exited(process.terminationStatus), output: text)
         }
+    }
+
+    /// Foundation reports a failed spawn as a Cocoa error wrapping the POSIX
+    /// one (NSUnderlyingError).
+    private static func isTextFileBusy(_ error: any Error) -> Bool {
+        let ns = error as NSError
+        if ns.domain == NSPOSIXErrorDomain { return ns.code == Int(ETXTBSY) }
+        guard let underlying = ns.userInfo[NSUnderlyingErrorKey] as? NSError else { return false }
+        return underlying.domain == NSPOSIXErrorDomain && underlying.code == Int(ETXTBSY)
     }
 
     /// Reads whatever is buffered in the pipe without blocking, so a grandchild that
