@@ -125,9 +125,13 @@ final class SignalRouter {
 
     /// A batch is big or old enough to wake its consumers without waiting
     /// for the socket to run dry: 256 deliveries, or 2 ms since the first.
-    func batchIsDue(now: UInt64) -> Bool {
-        deferredDeliveries >= 256
-            || (!pendingWakes.isEmpty && now > firstDeferredAt && now - firstDeferredAt > 2_000_000)
+    /// `now` is read only when a delivery waits (no clock call per loop
+    /// turn otherwise).
+    func batchIsDue(now: @autoclosure () -> UInt64) -> Bool {
+        if deferredDeliveries >= 256 { return true }
+        guard !pendingWakes.isEmpty else { return false }
+        let time = now()
+        return time > firstDeferredAt && time - firstDeferredAt > 2_000_000
     }
 
     /// Wakes every consumer that has deliveries waiting.
