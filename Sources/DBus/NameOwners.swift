@@ -14,6 +14,13 @@ final class NameOwnerTracker {
         var users = 0
         var watchers: [UInt64: AsyncBuffer<String?>] = [:]
         var readyWaiters: [(DBusError?) -> Void] = []
+
+        /// The bus said who owns it (nil: nobody); watchers hear it.
+        func learn(_ owner: String?) {
+            self.owner = owner
+            known = true
+            for (_, w) in watchers { w.push(owner) }
+        }
     }
 
     private(set) var tracks: [String: Track] = [:]
@@ -36,11 +43,7 @@ final class NameOwnerTracker {
     /// Applies the bus's NameOwnerChanged for `name` (an empty new owner
     /// means nobody); watchers hear it.
     func ownerChanged(_ name: String, to newOwner: String) {
-        guard let track = tracks[name] else { return }
-        let owner: String? = newOwner.isEmpty ? nil : newOwner
-        track.owner = owner
-        track.known = true
-        for (_, w) in track.watchers { w.push(owner) }
+        tracks[name]?.learn(newOwner.isEmpty ? nil : newOwner)
     }
 
     /// Ends every watcher with `error` and returns every waiting follower
@@ -86,14 +89,13 @@ extension ConnectionCore {
                 return
             }
             busCallOnLoop("GetNameOwner", [.string(name)]) { result in
+                // A NameOwnerChanged that came first is newer than this answer.
                 if !track.known {
                     if case let .success(reply) = result, case let .string(owner)? = reply.body.first {
-                        track.owner = owner
+                        track.learn(owner)
                     } else {
-                        track.owner = nil
+                        track.learn(nil)
                     }
-                    track.known = true
-                    for (_, w) in track.watchers { w.push(track.owner) }
                 }
                 let waiters = track.readyWaiters
                 track.readyWaiters.removeAll()

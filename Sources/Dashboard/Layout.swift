@@ -9,8 +9,6 @@ import TerminalUI
 /// status line, the key footer. On the device list the body is a summary
 /// line, the column titles, then the rows.
 public struct DashboardLayout: Sendable, Equatable {
-    public let width: Int
-    public let height: Int
     /// Below the minimum size only the "enlarge the window" message fits.
     public let tooSmall: Bool
     let screen: Rect
@@ -20,9 +18,10 @@ public struct DashboardLayout: Sendable, Equatable {
     let footer: Rect
     let deviceList: DeviceListLayout
 
+    public var width: Int { screen.width }
+    public var height: Int { screen.height }
+
     public init(width: Int, height: Int) {
-        self.width = max(0, width)
-        self.height = max(0, height)
         tooSmall = width < DashboardContent.minimumWidth || height < DashboardContent.minimumHeight
         screen = Rect(x: 0, y: 0, width: width, height: height)
         header = screen.rows(0, 1)
