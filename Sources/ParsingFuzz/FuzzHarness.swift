@@ -13,7 +13,7 @@ import Vocabulary
 /// | 3 | `GATTDecoder.decode` (known characteristics; unknown ids map onto one) | uuid16 LE, value |
 /// | 4 | `GATTDecoder.decode` with a presentation format | 7-byte 0x2904 value, value |
 /// | 5 | `AdvertisementDecoder.decode` (detector) with SwitchBot-style service + manufacturer data | [mac+key]? split, bytes |
-/// | 6 | text parsers: `parseHex`, `BluetoothUUID(parsing:)`, `BluetoothAddress(parsing:)` | UTF-8 text |
+/// | 6 | text parsers: `parseHex`, `BluetoothUUID(parsing:)`, `BluetoothAddress(parsing:)`, `IdentityResolvingKey(bluetoothdInfo:)` | UTF-8 text |
 /// | 7 | strict `AdvertisingData.parse` and `PresentationFormat(bytes:)` | bytes |
 ///
 /// "mac+key" is 6 address bytes (display order) and a 16-byte bindkey.
@@ -98,6 +98,10 @@ enum FuzzHarness {
             if let bytes = try? parseHex(text) { total &+= bytes.count }
             if let uuid = try? BluetoothUUID(parsing: text) { total &+= uuid.string.utf8.count &+ uuid.shortString.utf8.count }
             if let address = try? BluetoothAddress(text) { total &+= address.description.utf8.count }
+            if let irk = try? IdentityResolvingKey(bluetoothdInfo: text) {
+                total &+= irk.bytes.count
+                total &+= (irk.hash(UInt32(text.utf8.count & 0xFF_FFFF)) ?? 0) == 0 ? 0 : 1
+            }
             return total
         default:
             var total = 0
