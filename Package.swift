@@ -110,6 +110,8 @@ let package = Package(
         .target(name: "Domain", dependencies: [
             "Vocabulary", "BlueZ", "BLEParsing", "Locking", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
         ]),
+        // Fleet mode's rule and messages (which gateway speaks for a device), pure: no MQTT, no clock.
+        .target(name: "Fleet"),
         .target(name: "Presenters", dependencies: ["Vocabulary", "Domain", "BlueZ", "BLEParsing", "Bounds", "Locking", .product(name: "Logging", package: "swift-log")]),
 
         // MARK: Layer 3: front ends (Screen owns a presenter; Content is pure State -> output)
@@ -162,6 +164,7 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "FleetTests", dependencies: ["Fleet"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "Vocabulary"]),
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),
