@@ -122,6 +122,7 @@ let package = Package(
         // HTTP as its front ends. No terminal module.
         .target(name: "Gateway", dependencies: [
             "Vocabulary", "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig", "Bounds", "Locking",
+            "Fleet",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),
@@ -163,7 +164,7 @@ let package = Package(
             "Vocabulary", "MQTT", "Gateway", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "ScenarioFormat", "DBus", "TestSupport", "blecompanion", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
-        .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Fleet", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "Vocabulary"]),
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),

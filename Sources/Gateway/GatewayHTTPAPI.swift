@@ -186,6 +186,13 @@ struct GatewayHTTPAPI: Sendable {
             runtime.metrics.countCommand("invalid", ok: false)
             return .json(status: .badRequest, GatewayCommandReply(id: error.id, action: nil, address: address, error: error.description).json)
         }
+        if runtime.loop.inFleet, await !runtime.loop.fleetOwns(address) {
+            // Only a device's owner connects to it (docs/GATEWAY.md, "Fleet").
+            let owner = await runtime.loop.fleetOwner(of: address, now: Date())
+            let text = owner.map { "gateway \($0) speaks for \(address) in this fleet: send the command to it, or over MQTT" }
+                ?? "no gateway of this fleet hears \(address) now"
+            return .json(status: HTTPStatus(409), GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address, error: text).json)
+        }
         let reply = await runtime.execute(command, on: address)
         return .json(status: reply.ok ? .ok : reply.busy ? .serviceUnavailable : HTTPStatus(502), reply.json)
     }

@@ -6,6 +6,7 @@ import Domain
 import Foundation
 import HTTPServer
 import Logging
+import Fleet
 import ServiceLifecycle
 import MQTT
 import Presenters
@@ -51,6 +52,24 @@ public struct GatewayOptions: Sendable {
     public var retention = RetentionPolicy()
     /// How often to check that bluetoothd still answers (`bluez.ping_interval`); nil: never.
     public var bluetoothdPingInterval: Duration? = .seconds(15)
+    /// Fleet mode (needs ``mqtt`` and ``topics`` with a fleet); nil: a gateway on its own.
+    public var fleet: FleetOptions?
+
+    /// Fleet mode: this gateway's room and the ownership rule (docs/GATEWAY.md, "Fleet").
+    public struct FleetOptions: Sendable, Equatable {
+        public var room: String
+        public var rule: OwnershipTable.Rule
+        /// Seconds between two sighting batches.
+        public var sightingInterval: Double
+        /// Seconds before the first claim (nil: twice the interval, at least 3).
+        public var settle: Double?
+        public init(room: String, rule: OwnershipTable.Rule = .init(), sightingInterval: Double = 2, settle: Double? = nil) {
+            self.room = room
+            self.rule = rule
+            self.sightingInterval = sightingInterval
+            self.settle = settle
+        }
+    }
 
     public struct HTTPOptions: Sendable, Equatable {
         public var host: String
@@ -198,8 +217,16 @@ public final class GatewayRuntime: Sendable {
             if let adapterName, let id = try? AdapterID(name: adapterName) { return id }
             return mirror.snapshot().sortedAdapters.first?.id ?? AdapterID(path: "/org/bluez/hci0")
         })
+        let fleetPublishing = options.fleet.map { PublishPlanner.Fleet(gateway: options.topics.gatewayID, room: $0.room) }
+        let coordinator = options.fleet.flatMap { f -> FleetCoordinator? in
+            guard options.topics.fleet != nil, options.mqtt != nil else { return nil }
+            return FleetCoordinator(me: options.topics.gatewayID, room: f.room, topics: options.topics,
+                                    options: .init(rule: f.rule, interval: f.sightingInterval, settle: f.settle))
+        }
         loop = PublishingLoop(planner: PublishPlanner(options: .init(topics: options.topics, selection: options.selection,
-                                                                      policy: options.policy, discovery: options.discovery)))
+                                                                      policy: options.policy, discovery: options.discovery,
+                                                                      fleet: coordinator == nil ? nil : fleetPublishing)),
+                              fleet: coordinator)
     }
 
     /// Connects to bluetoothd's bus and opens the state directory. Nothing
@@ -257,7 +284,8 @@ public final class GatewayRuntime: Sendable {
         ]
         for (address, uuids) in options.watched.sorted(by: { $0.key < $1.key }) {
             let id = DeviceID(adapter: adapterID, address: address)
-            manager.watch(id, notify: uuids)
+            // In a fleet the owner connects (when the fleet gives it the device).
+            if !loop.inFleet { manager.watch(id, notify: uuids) }
             loops.append(GatewayLoop("GATT of \(address)") { [weak self] in await self?.followGATT(id, uuids: uuids) })
         }
         if options.mqtt != nil {
@@ -650,15 +678,20 @@ public final class GatewayRuntime: Sendable {
         if stopping { await client.disconnect(); return }
         logger.info("MQTT connected to \(configuration.endpoint)")
         // Commands are subscribed before the gateway says `online`: online means ready for them.
-        let filter = "\(options.topics.gatewayRoot)/+/command"
+        let filter = "\(options.topics.deviceScope)/+/command"
         let commands: AsyncStream<MQTTMessage>?
         do throws(MQTTError) { commands = try await client.subscribe(filter) } catch {
             logger.error("MQTT: cannot subscribe to \(filter): \(error.description); commands over MQTT are off")
             commands = nil
         }
+        let fleetMessages = loop.inFleet ? await subscribeFleet(client) : nil
         let endpoint = configuration.endpoint
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await publisher.run() }
+            if let fleetMessages {
+                group.addTask { [weak self] in await self?.followFleet(fleetMessages) }
+                group.addTask { [weak self] in await self?.fleetTicks() }
+            }
             group.addTask { [weak self] in
                 // `online` after every (re)connect: the broker published our will when we dropped.
                 var lost = false
@@ -707,6 +740,59 @@ public final class GatewayRuntime: Sendable {
         }
     }
 
+    /// Fleet mode: the other gateways' sightings, the claims, every gateway's
+    /// status, merged into one stream (nil if a subscription failed: the
+    /// gateway then runs as if the fleet had no other member, logged).
+    private func subscribeFleet(_ client: MQTTClient) async -> AsyncStream<MQTTMessage>? {
+        let topics = options.topics
+        let filters = [topics.gatewayAvailabilityFilter, topics.fleetOwner("+"), topics.fleetSightings("+")]
+        var streams: [AsyncStream<MQTTMessage>] = []
+        for filter in filters {
+            do throws(MQTTError) { streams.append(try await client.subscribe(filter, qos: .atLeastOnce)) } catch {
+                logger.error("MQTT: cannot subscribe to \(filter): \(error.description); fleet coordination is off")
+                return nil
+            }
+        }
+        let (merged, continuation) = AsyncStream<MQTTMessage>.makeStream(bufferingPolicy: .bufferingNewest(10_000))
+        let pumps = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for stream in streams {
+                    group.addTask { for await m in stream { continuation.yield(m) } }
+                }
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in pumps.cancel() }
+        await loop.fleetSubscribed(now: Date())
+        return merged
+    }
+
+    private func followFleet(_ messages: AsyncStream<MQTTMessage>) async {
+        for await message in messages {
+            let (out, changes, problem) = await loop.fleetReceived(topic: message.topic, payload: message.payload, now: Date())
+            if let problem { logger.warning("fleet: ignored a message: \(problem)") }
+            for change in changes {
+                switch change {
+                case let .adopt(address, _):
+                    logger.info("fleet: this gateway now speaks for \(address)")
+                    if let uuids = options.watched[address] { manager.watch(DeviceID(adapter: adapterID, address: address), notify: uuids) }
+                case let .release(address):
+                    logger.info("fleet: another gateway speaks for \(address) now")
+                    if options.watched[address] != nil { manager.unwatch(DeviceID(adapter: adapterID, address: address)) }
+                }
+            }
+            enqueue(out)
+        }
+    }
+
+    private func fleetTicks() async {
+        let interval = Bounds.duration(seconds: options.fleet?.sightingInterval ?? 2)
+        while !Task.isCancelled {
+            do { try await Task.sleep(for: interval) } catch { return }
+            enqueue(await loop.fleetTick(now: Date()))
+        }
+    }
+
     private func handleMQTTCommand(_ message: MQTTMessage) async {
         // <root>/<addr>/command (the subscription's filter)
         let device = options.topics.deviceLevels(of: message.topic)
@@ -722,6 +808,8 @@ public final class GatewayRuntime: Sendable {
             enqueue([OutgoingMessage(topic: levels.dropLast().joined(separator: "/") + "/reply", payload: body, retain: false, qos: 1)])
             return
         }
+        // In a fleet every gateway hears the command; the device's owner answers it.
+        if loop.inFleet, await !loop.fleetOwns(address) { return }
         let reply: GatewayCommandReply
         do throws(GatewayCommandError) {
             let command = try GatewayCommand.parse(message.payload)
@@ -759,11 +847,19 @@ actor PublishingLoop {
     private let deadline = StateStore<Date?>(nil)
     /// After ``allOffline()``: a list state still in flight must not bring devices back.
     private var stopped = false
+    /// Fleet mode: which devices this gateway publishes.
+    private var fleet: FleetCoordinator?
+    nonisolated let inFleet: Bool
 
-    init(planner: PublishPlanner) { self.planner = planner }
+    init(planner: PublishPlanner, fleet: FleetCoordinator? = nil) {
+        self.planner = planner
+        self.fleet = fleet
+        inFleet = fleet != nil
+    }
 
     func listChanged(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?, now: Date) -> [OutgoingMessage] {
         guard !stopped else { return [] }
+        if fleet != nil { hear(list, changes: changes) }
         lastList = list
         let out = planner.update(list, changes: changes, gatt: gatt, now: now)
         deadline.update { $0 = planner.nextDeadline }
@@ -794,6 +890,54 @@ actor PublishingLoop {
     }
 
     func onlineCount() -> Int { planner.onlineAddresses.count }
+
+    // MARK: Fleet mode
+
+    /// This gateway's own sightings: the rows that changed (every row when
+    /// the state does not say which), fresh and selected ones only.
+    private func hear(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?) {
+        guard case let .loaded(all) = list else { return }
+        func one(_ row: DeviceListPresenter.Row) {
+            guard !row.stale, let rssi = row.rssi, let seen = row.lastSeen else { return }
+            let address = row.id.address
+            guard planner.options.selection.includes(address, decodable: row.format != nil || gatt[address] != nil) else { return }
+            fleet?.heard(address, rssi: rssi, at: seen.timeIntervalSince1970)
+        }
+        if let changes { for row in changes.rows { one(row) } } else { for row in all { one(row) } }
+    }
+
+    func fleetSubscribed(now: Date) { fleet?.subscribed(now: now.timeIntervalSince1970) }
+
+    /// A message on a fleet subscription: the planner adopts or releases
+    /// devices as the claims say; returns what to publish, what changed and
+    /// why a message was ignored, if it was.
+    func fleetReceived(topic: String, payload: [UInt8], now: Date)
+        -> ([OutgoingMessage], [FleetCoordinator.Change], String?)
+    {
+        guard !stopped, fleet != nil else { return ([], [], nil) }
+        let (changes, problem) = fleet!.received(topic: topic, payload: payload)
+        var out: [OutgoingMessage] = []
+        for change in changes {
+            switch change {
+            case let .adopt(address, previous): out.append(contentsOf: planner.adopt(address, previousState: previous, now: now))
+            case let .release(address): planner.release(address)
+            }
+        }
+        if !changes.isEmpty { deadline.update { $0 = planner.nextDeadline } }
+        return (out, changes, problem)
+    }
+
+    /// Sightings and claims due now.
+    func fleetTick(now: Date) -> [OutgoingMessage] {
+        guard !stopped, fleet != nil else { return [] }
+        let planner = self.planner
+        return fleet!.tick(now: now.timeIntervalSince1970) { planner.sentStateHash($0) }
+    }
+
+    func fleetOwns(_ address: BluetoothAddress) -> Bool { fleet?.owns(address) ?? true }
+
+    /// The gateway that speaks for `address` in the fleet (nil: none, or not in a fleet).
+    func fleetOwner(of address: BluetoothAddress, now: Date) -> String? { fleet?.owner(of: address, now: now.timeIntervalSince1970) }
 
     func snapshot() -> [PublishPlanner.Published] { planner.devices.values.sorted { $0.record.id.address < $1.record.id.address } }
 

@@ -5,6 +5,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import Fleet
 import GatewayConfig
 import Logging
 import MQTT
@@ -19,7 +20,7 @@ extension GatewayOptions {
     /// reported a bad one with its key and line.
     public init(configuration c: GatewayConfiguration, stateDirectory fallback: URL) {
         let topics = GatewayTopics(gatewayID: c.gatewayID, base: c.mqtt?.baseTopic ?? "blecompanion",
-                                   discoveryPrefix: c.mqtt?.discoveryPrefix ?? "homeassistant")
+                                   discoveryPrefix: c.mqtt?.discoveryPrefix ?? "homeassistant", fleet: c.fleet?.name)
         let selection: DeviceSelection
         switch c.selection {
         case .decodable: selection = .decodable
@@ -56,6 +57,11 @@ extension GatewayOptions {
                   http: c.http.map { HTTPOptions(host: $0.host, port: $0.port, token: $0.token) },
                   batch: Bounds.duration(seconds: c.publish.batch))
         bluetoothdPingInterval = c.pingInterval > 0 ? Bounds.duration(seconds: c.pingInterval) : nil
+        fleet = c.fleet.map {
+            FleetOptions(room: $0.room ?? c.gatewayID,
+                         rule: .init(hysteresis: $0.hysteresis, dwell: $0.dwell, staleAfter: $0.staleAfter),
+                         sightingInterval: $0.sightingInterval)
+        }
     }
 }
 

@@ -56,6 +56,15 @@ public enum HomeAssistantDiscovery {
             ("enabled_by_default", .bool(false)),
         ])
         out.append(config(component: .sensor, address: address, key: "rssi", members: rssi, topics: topics))
+        if topics.fleet != nil {
+            // Presence: the room of the gateway that owns the device (the nearest, by the fleet's rule).
+            var room = common(record: record, key: "room", name: "Room", topics: topics)
+            room.append(contentsOf: [
+                ("value_template", .string("{{ value_json.room }}")),
+                ("icon", .string("mdi:map-marker")),
+            ])
+            out.append(config(component: .sensor, address: address, key: "room", members: room, topics: topics))
+        }
         return out
     }
 
@@ -67,9 +76,10 @@ public enum HomeAssistantDiscovery {
         messages(for: record, topics: topics).map { OutgoingMessage(topic: $0.topic, payload: [], retain: true, qos: $0.qos) }
     }
 
-    /// `<gateway>_<addr>`.
+    /// `<gateway>_<addr>`, or `fleet_<fleet>_<addr>` in fleet mode (one
+    /// device whichever gateway publishes it).
     public static func nodeID(_ address: BluetoothAddress, topics: GatewayTopics) -> String {
-        "\(topics.gatewayID)_\(GatewayTopics.addressID(address))"
+        "\(topics.scopeID)_\(GatewayTopics.addressID(address))"
     }
 
     /// `<addr>_<key>`.
@@ -108,15 +118,17 @@ public enum HomeAssistantDiscovery {
     private static func common(record: DeviceRecord, key: String, name: String,
                                topics: GatewayTopics) -> [(String, FieldValue)] {
         let address = record.id.address
+        // In a fleet no one gateway's status says whether the device is
+        // available (another takes over when it stops): the device's own does.
+        let availability: [FieldValue] = topics.fleet != nil
+            ? [.nested([("topic", .string(topics.availability(address)))])]
+            : [.nested([("topic", .string(topics.gatewayAvailability))]), .nested([("topic", .string(topics.availability(address)))])]
         return [
             ("name", .string(name)),
             ("unique_id", .string(uniqueID(address, key: key, topics: topics))),
             ("object_id", .string(objectID(address, key: key))),
             ("state_topic", .string(topics.state(address))),
-            ("availability", .list([
-                .nested([("topic", .string(topics.gatewayAvailability))]),
-                .nested([("topic", .string(topics.availability(address)))]),
-            ])),
+            ("availability", .list(availability)),
             ("availability_mode", .string("all")),
             ("device", device(record, topics: topics)),
         ]
@@ -128,8 +140,8 @@ public enum HomeAssistantDiscovery {
             ("identifiers", .list([.string("blecompanion_\(nodeID(address, topics: topics))")])),
             ("connections", .list([.list([.string("bluetooth"), .string(address.description)])])),
             ("name", .string(record.name.flatMap { $0.isEmpty ? nil : $0 } ?? address.description)),
-            ("via_device", .string(gatewayIdentifier(topics))),
         ]
+        if topics.fleet == nil { members.append(("via_device", .string(gatewayIdentifier(topics)))) }
         if let format = record.format { members.append(("model", .string(format))) }
         if let maker = manufacturer(forFormat: record.format) { members.append(("manufacturer", .string(maker))) }
         return .nested(members)

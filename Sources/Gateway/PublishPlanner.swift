@@ -51,17 +51,31 @@ public struct PublishPolicy: Sendable, Equatable {
 ///   every `heartbeat` while online;
 /// - **discovery** configs are sent again when the set of reading keys changes.
 public struct PublishPlanner: Sendable {
+    /// Fleet mode: who this gateway is and which room it stands in. Only
+    /// devices ``adopt(_:previousState:now:)`` gave it are published; states
+    /// say `gateway` and `room`.
+    public struct Fleet: Sendable, Equatable {
+        public var gateway: String
+        public var room: String
+        public init(gateway: String, room: String) {
+            self.gateway = gateway
+            self.room = room
+        }
+    }
+
     public struct Options: Sendable, Equatable {
         public var topics: GatewayTopics
         public var selection: DeviceSelection
         public var policy: PublishPolicy
         public var discovery: Bool
+        public var fleet: Fleet?
         public init(topics: GatewayTopics, selection: DeviceSelection = .decodable, policy: PublishPolicy = PublishPolicy(),
-                    discovery: Bool = true) {
+                    discovery: Bool = true, fleet: Fleet? = nil) {
             self.topics = topics
             self.selection = selection
             self.policy = policy
             self.discovery = discovery
+            self.fleet = fleet
         }
     }
 
@@ -80,6 +94,8 @@ public struct PublishPlanner: Sendable {
         var discoveryKeys: [String]?
         /// A change waits for the minimum interval.
         var pending = false
+        /// Fleet mode: the hash of the state last published (``PublishPlanner/stateHash(_:)``).
+        var sentHash: String?
 
         init(source: DeviceListPresenter.Row, gatt: [Reading]) {
             self.source = source
@@ -111,6 +127,8 @@ public struct PublishPlanner: Sendable {
     /// The devices online now (kept with `devices`, so counting or listing
     /// them does not copy every device's record).
     public private(set) var onlineAddresses: Set<BluetoothAddress> = []
+    /// Fleet mode: the devices this gateway owns (the others are followed, silently).
+    public private(set) var owned: Set<BluetoothAddress> = []
 
     /// A new device-list state. `gatt`: readings from watched devices'
     /// subscribed characteristics, merged into their state. `changes`: the
@@ -190,6 +208,11 @@ public struct PublishPlanner: Sendable {
         } else {
             device = Published(source: row, gatt: extra)
         }
+        if options.fleet != nil, !owned.contains(address) {
+            // Another gateway speaks for it: kept current for a takeover, not published.
+            devices[address] = device
+            return true
+        }
         if row.stale {
             if device.online {
                 device.online = false
@@ -260,17 +283,81 @@ public struct PublishPlanner: Sendable {
     public func currentStates(now: Date) -> [OutgoingMessage] {
         devices.keys.sorted().compactMap { address in
             guard let d = devices[address], d.online else { return nil }
-            return StatePayload.message(for: d.record, at: now, topics: options.topics)
+            return StatePayload.message(for: d.record, at: now, topics: options.topics, extra: fleetMembers)
         }
     }
 
+    // MARK: - Fleet mode
+
+    /// The fleet gave this gateway `address`: from now on it publishes it
+    /// (discovery, `online`, state). `previousState` is the state hash the
+    /// previous owner last reported: when it is this gateway's own, the state
+    /// Home Assistant holds is current and is not published again.
+    public mutating func adopt(_ address: BluetoothAddress, previousState: String?, now: Date) -> [OutgoingMessage] {
+        guard options.fleet != nil, !owned.contains(address) else { return [] }
+        owned.insert(address)
+        guard var device = devices[address], !device.source.stale else { return [] }
+        var out: [OutgoingMessage] = []
+        if options.discovery {
+            let record = device.record
+            out.append(contentsOf: HomeAssistantDiscovery.messages(for: record, topics: options.topics))
+            device.discoveryKeys = ReadingKey.published(record.readings).map(\.key)
+        }
+        device.online = true
+        out.append(options.topics.deviceAvailabilityMessage(address, online: true))
+        if let previousState, previousState == stateHash(device) {
+            device.sentContent = device.content
+            device.sentHash = previousState
+            device.lastPublished = now
+            device.pending = false
+        } else {
+            out.append(publish(&device, now: now))
+        }
+        store(device, at: address)
+        return out
+    }
+
+    /// Another gateway took `address` over: publish nothing more for it (its
+    /// new owner says whether it is online).
+    public mutating func release(_ address: BluetoothAddress) {
+        guard owned.remove(address) != nil else { return }
+        devices[address]?.online = false
+        devices[address]?.pending = false
+        dueAt[address] = nil
+        onlineAddresses.remove(address)
+    }
+
+    /// The hash of the state last published for `address` (fleet mode, owned devices).
+    public func sentStateHash(_ address: BluetoothAddress) -> String? { devices[address]?.sentHash }
+
+    /// What a fleet state says apart from RSSI, last-seen and the gateway:
+    /// name, format, room and readings, hashed (FNV-1a, 64 bits, hex). Two
+    /// gateways in the same room hearing the same readings get the same hash.
+    func stateHash(_ device: Published) -> String {
+        var record = device.record
+        record.rssi = nil
+        record.lastSeen = nil
+        let room = options.fleet.map { [("room", FieldValue.string($0.room))] } ?? []
+        let bytes = StatePayload.json(for: record, at: Date(timeIntervalSince1970: 0), extra: room)
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        for b in bytes { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01B3 }
+        return String(h, radix: 16)
+    }
+
     // MARK: - Helpers
+
+    /// Fleet mode's members of every state: who published it, and its room.
+    private var fleetMembers: [(String, FieldValue)] {
+        guard let fleet = options.fleet else { return [] }
+        return [("gateway", .string(fleet.gateway)), ("room", .string(fleet.room))]
+    }
 
     private mutating func publish(_ device: inout Published, now: Date) -> OutgoingMessage {
         device.sentContent = device.content
         device.lastPublished = now
         device.pending = false
-        var message = StatePayload.message(for: device.record, at: now, topics: options.topics)
+        if options.fleet != nil { device.sentHash = stateHash(device) }
+        var message = StatePayload.message(for: device.record, at: now, topics: options.topics, extra: fleetMembers)
         message.qos = 1
         return message
     }

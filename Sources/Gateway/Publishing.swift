@@ -37,11 +37,12 @@ public enum ReadingKey {
 public enum StatePayload {
     /// The fixed members; reading keys never collide with them (kinds are
     /// not among these names, labelled keys carry the kind as a prefix).
-    public static let fixedKeys: Set<String> = ["address", "name", "rssi", "format", "last_seen"]
+    public static let fixedKeys: Set<String> = ["address", "name", "rssi", "format", "last_seen", "gateway", "room"]
 
     /// `last_seen` is the record's, or `at` when the record has none.
-    public static func json(for record: DeviceRecord, at: Date) -> [UInt8] {
-        var members: [(String, FieldValue)] = [
+    /// `extra`: members after the fixed ones (fleet mode's `gateway` and `room`).
+    public static func json(for record: DeviceRecord, at: Date, extra: [(String, FieldValue)] = []) -> [UInt8] {
+        var members: [(String, FieldValue)] = extra + [
             ("address", .string(record.id.address.description)),
             ("name", record.name.map { .string($0) } ?? .null),
             ("rssi", record.rssi.map { .int(Int($0)) } ?? .null),
@@ -60,8 +61,9 @@ public enum StatePayload {
 
     /// The state JSON on the device's state topic (not retained: a stale
     /// value after a gateway restart would look current).
-    public static func message(for record: DeviceRecord, at: Date, topics: GatewayTopics) -> OutgoingMessage {
-        OutgoingMessage(topic: topics.state(record.id.address), payload: json(for: record, at: at), retain: false, qos: 0)
+    public static func message(for record: DeviceRecord, at: Date, topics: GatewayTopics,
+                               extra: [(String, FieldValue)] = []) -> OutgoingMessage {
+        OutgoingMessage(topic: topics.state(record.id.address), payload: json(for: record, at: at, extra: extra), retain: false, qos: 0)
     }
 }
 

@@ -32,22 +32,43 @@ public struct OutgoingMessage: Sendable, Equatable {
 /// `<addr>` is the Bluetooth address in lower case without colons. Base and
 /// gateway id are reduced to topic-safe characters (`[a-zA-Z0-9_-]`, `/`
 /// kept in the base) so no user string can add levels or wildcards.
+///
+/// In fleet mode (``fleet`` set) the device topics belong to the fleet, not
+/// to one gateway, so whichever gateway owns a device publishes to the same
+/// place: `<base>/fleet/<fleet>/<addr>/…`, with the fleet's own topics
+/// beside them (`…/sightings/<gateway>`, `…/owner/<device>`).
 public struct GatewayTopics: Sendable, Equatable {
     public let base: String
     public let gatewayID: String
     public let discoveryPrefix: String
+    /// The fleet this gateway is part of (topic-safe); nil: a gateway on its own.
+    public let fleet: String?
 
     public static let online = "online"
     public static let offline = "offline"
 
-    public init(gatewayID: String, base: String = "blecompanion", discoveryPrefix: String = "homeassistant") {
+    public init(gatewayID: String, base: String = "blecompanion", discoveryPrefix: String = "homeassistant", fleet: String? = nil) {
         self.gatewayID = TopicSafe.id(gatewayID, fallback: "gateway")
         self.base = TopicSafe.path(base, fallback: "blecompanion")
         self.discoveryPrefix = TopicSafe.path(discoveryPrefix, fallback: "homeassistant")
+        self.fleet = fleet.map { TopicSafe.id($0, fallback: "fleet") }
     }
 
     /// `<base>/<gateway>`.
     public var gatewayRoot: String { "\(base)/\(gatewayID)" }
+
+    /// Where device topics live: `<base>/<gateway>`, or `<base>/fleet/<fleet>` in fleet mode.
+    public var deviceScope: String { fleet.map { "\(base)/fleet/\($0)" } ?? gatewayRoot }
+
+    /// What device ids in Home Assistant are made from: the gateway id, or `fleet_<fleet>`.
+    public var scopeID: String { fleet.map { "fleet_\($0)" } ?? gatewayID }
+
+    /// `<base>/fleet/<fleet>/sightings/<gateway>`: a gateway's sighting batches.
+    public func fleetSightings(_ gateway: String) -> String { "\(deviceScope)/sightings/\(gateway)" }
+    /// `<base>/fleet/<fleet>/owner/<device>`: the retained claim on a device.
+    public func fleetOwner(_ device: String) -> String { "\(deviceScope)/owner/\(device)" }
+    /// Every gateway's availability topic (`<base>/+/status`).
+    public var gatewayAvailabilityFilter: String { "\(base)/+/status" }
 
     /// `<base>/<gateway>/status`: `online` while the gateway runs (the MQTT will says `offline`).
     public var gatewayAvailability: String { "\(gatewayRoot)/status" }
@@ -58,7 +79,7 @@ public struct GatewayTopics: Sendable, Equatable {
     }
 
     public func deviceRoot(_ address: BluetoothAddress) -> String {
-        "\(gatewayRoot)/\(Self.addressID(address))"
+        "\(deviceScope)/\(Self.addressID(address))"
     }
 
     public func state(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/state" }
@@ -100,7 +121,7 @@ extension GatewayTopics {
     /// under this gateway's root, as written (the level is not checked to be
     /// an address); nil for any other topic.
     public func deviceLevels(of topic: String) -> (id: Substring, leaf: Substring)? {
-        let prefix = gatewayRoot + "/"
+        let prefix = deviceScope + "/"
         guard topic.hasPrefix(prefix) else { return nil }
         let rest = topic.dropFirst(prefix.count).split(separator: "/", omittingEmptySubsequences: false)
         guard rest.count == 2 else { return nil }

@@ -9,7 +9,7 @@ struct ConfigLoader {
     let reader: ConfigReader
     let files: SystemAccess.Files
 
-    static let sections = ["gateway", "bluez", "devices", "publish", "mqtt", "http"]
+    static let sections = ["gateway", "bluez", "devices", "publish", "mqtt", "http", "fleet"]
     static let gatewayKeys = ["id", "state_dir"]
     static let bluezKeys = ["bus", "adapter", "scan", "ping_interval"]
     static let scanKeys = ["mode", "filter"]
@@ -23,6 +23,7 @@ struct ConfigLoader {
     ]
     static let tlsKeys = ["ca_file", "cert_file", "key_file", "insecure"]
     static let httpKeys = ["enabled", "listen", "token", "token_file"]
+    static let fleetKeys = ["name", "enabled", "room", "hysteresis", "dwell", "stale_after", "sighting_interval"]
 
     func configuration(from root: Node?) -> GatewayConfiguration {
         var configuration = GatewayConfiguration()
@@ -42,7 +43,65 @@ struct ConfigLoader {
         readPublish(top, into: &configuration)
         configuration.mqtt = readMQTT(top)
         configuration.http = readHTTP(top)
+        configuration.fleet = readFleet(top, configuration: configuration)
         return configuration
+    }
+
+    // MARK: fleet
+
+    func readFleet(_ top: Section, configuration: GatewayConfiguration) -> GatewayConfiguration.Fleet? {
+        guard let section = reader.section(top, "fleet", keys: Self.fleetKeys) else { return nil }
+        var enabled = true
+        if let entry = section.value("enabled"), let on = reader.bool(entry) { enabled = on }
+        var fleet = GatewayConfiguration.Fleet(name: "")
+        if let entry = section.value("name"), let name = reader.text(entry, expected: "a fleet name") {
+            if Syntax.isGatewayID(name) {
+                fleet.name = name
+            } else {
+                reader.report(entry, "expected 1 to 64 letters, digits, \".\", \"_\" or \"-\" (it is used in MQTT topics), got \(ConfigReader.quote(name))")
+            }
+        } else if section.isMissing("name") {
+            reader.report(line: section.line, key: section.path("name"), "missing; every gateway of one fleet gives the same name")
+        }
+        if let entry = section.value("room"), let room = reader.nonEmptyText(entry, expected: "a room name") {
+            if room.utf8.count > 64 {
+                reader.report(entry, "expected at most 64 bytes, got \(room.utf8.count)")
+            } else {
+                fleet.room = room
+            }
+        }
+        if let entry = section.value("hysteresis") {
+            let number: Double? = switch entry.node.scalar.map(ScalarValue.init) {
+            case .integer(let n)?: Double(n)
+            case .float(let n)?: n
+            default: nil
+            }
+            if let number, number.isFinite, (0...40).contains(number) {
+                fleet.hysteresis = number
+            } else {
+                reader.report(entry, "expected a number of dB from 0 to 40, got \(entry.node.scalar?.string ?? ConfigReader.describe(entry.node))")
+            }
+        }
+        if let entry = section.value("dwell"), let seconds = reader.seconds(entry) {
+            if seconds > 3600 { reader.report(entry, "expected at most 3600 seconds, got \(ConfigReader.format(seconds))") } else { fleet.dwell = seconds }
+        }
+        if let entry = section.value("sighting_interval"), let seconds = reader.seconds(entry, minimum: 0.2) {
+            if seconds > 60 { reader.report(entry, "expected at most 60 seconds, got \(ConfigReader.format(seconds))") } else { fleet.sightingInterval = seconds }
+        }
+        if let entry = section.value("stale_after"), let seconds = reader.seconds(entry, minimum: 1) {
+            fleet.staleAfter = seconds
+        }
+        if let entry = section.value("stale_after") ?? section.value("sighting_interval"),
+           fleet.staleAfter < 2 * fleet.sightingInterval {
+            reader.report(entry, "stale_after (\(ConfigReader.format(fleet.staleAfter)) s) must be at least twice sighting_interval (\(ConfigReader.format(fleet.sightingInterval)) s), or every device would lapse between two sightings")
+        }
+        if enabled, configuration.mqtt == nil {
+            reader.report(line: section.line, key: section.path("enabled"), "a fleet coordinates through the MQTT broker: add an mqtt section, or set enabled: false")
+        }
+        if enabled, configuration.gatewayID == "fleet" {
+            reader.report(line: section.line, key: "gateway.id", "\"fleet\" is the level fleet topics live under; give this gateway another id")
+        }
+        return enabled ? fleet : nil
     }
 
     // MARK: gateway

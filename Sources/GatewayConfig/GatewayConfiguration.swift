@@ -180,6 +180,33 @@ public struct GatewayConfiguration: Sendable, Equatable {
         public var isLoopback: Bool { ListenAddress.isLoopback(host) }
     }
 
+    /// Fleet mode (docs/GATEWAY.md, "Fleet"): several gateways, one broker,
+    /// one owner per device.
+    public struct Fleet: Sendable, Equatable {
+        /// The fleet's name: every gateway of one fleet gives the same.
+        public var name: String
+        /// Where this gateway stands: the presence every device it owns gets. Default: the gateway id.
+        public var room: String?
+        /// dB by which another gateway must hear a device better to take it over.
+        public var hysteresis: Double
+        /// Seconds it must stay that much better.
+        public var dwell: TimeInterval
+        /// Seconds after which a gateway's silence about a device gives it up.
+        public var staleAfter: TimeInterval
+        /// Seconds between two sighting messages of this gateway.
+        public var sightingInterval: TimeInterval
+
+        public init(name: String, room: String? = nil, hysteresis: Double = 6, dwell: TimeInterval = 10,
+                    staleAfter: TimeInterval = 30, sightingInterval: TimeInterval = 2) {
+            self.name = name
+            self.room = room
+            self.hysteresis = hysteresis
+            self.dwell = dwell
+            self.staleAfter = staleAfter
+            self.sightingInterval = sightingInterval
+        }
+    }
+
     public var gatewayID: String
     /// `nil`: the caller's default.
     public var stateDirectory: String?
@@ -201,6 +228,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var mqtt: MQTT?
     /// `nil` when the section is absent or `enabled: false`.
     public var http: HTTP?
+    /// `nil` when the section is absent or `enabled: false`: a gateway on its own.
+    public var fleet: Fleet?
 
     /// The default ``gatewayID`` when the host name is not available.
     public static let fallbackGatewayID = "blecompanion"
@@ -221,6 +250,7 @@ public struct GatewayConfiguration: Sendable, Equatable {
         publish = Publish()
         mqtt = nil
         http = nil
+        fleet = nil
     }
 
     /// Reads and validates the file at `path`. Relative paths inside the file

@@ -406,12 +406,27 @@ struct Rule: Sendable, CustomTestStringConvertible {
     Rule(yaml: "http:\n  listen: 127.0.0.1:0\n", key: "http.listen", line: 2,
          message: "expected host:port or [IPv6]:port, got \"127.0.0.1:0\": expected a port 1…65535 after the colon, got \"0\""),
     Rule(yaml: "http:\n  listen: \"[::1:8080\"\n", key: "http.listen", line: 2, message: "missing ] after the IPv6 address", exact: false),
+    // Fleet mode.
+    Rule(yaml: "mqtt: { host: b }\nfleet:\n  room: hall\n", key: "fleet.name", line: 2, message: "missing; every gateway of one fleet gives the same name"),
+    Rule(yaml: "mqtt: { host: b }\nfleet:\n  name: \"my home\"\n", key: "fleet.name", line: 3,
+         message: "expected 1 to 64 letters, digits, \".\", \"_\" or \"-\" (it is used in MQTT topics), got \"my home\""),
+    Rule(yaml: "fleet: { name: home }\n", key: "fleet.enabled", line: 1,
+         message: "a fleet coordinates through the MQTT broker: add an mqtt section, or set enabled: false"),
+    Rule(yaml: "mqtt: { host: b }\nfleet: { name: home, hysteresis: 50 }\n", key: "fleet.hysteresis", line: 2,
+         message: "expected a number of dB from 0 to 40, got 50"),
+    Rule(yaml: "mqtt: { host: b }\nfleet: { name: home, sighting_interval: 0.1 }\n", key: "fleet.sighting_interval", line: 2,
+         message: "expected a number of seconds ≥ 0.2", exact: false),
+    Rule(yaml: "mqtt: { host: b }\nfleet: { name: home, sighting_interval: 10, stale_after: 15 }\n", key: "fleet.stale_after", line: 2,
+         message: "stale_after (15 s) must be at least twice sighting_interval (10 s), or every device would lapse between two sightings"),
+    Rule(yaml: "gateway: { id: fleet }\nmqtt: { host: b }\nfleet: { name: home }\n", key: "gateway.id", line: 3,
+         message: "\"fleet\" is the level fleet topics live under; give this gateway another id"),
+    Rule(yaml: "mqtt: { host: b }\nfleet: { name: home, rooms: hall }\n", key: "fleet.rooms", line: 2, message: "unknown key; did you mean fleet.room?"),
     // Unknown keys.
     Rule(yaml: "mqtt:\n  host: broker\n  prot: 1883\n", key: "mqtt.prot", line: 3, message: "unknown key; did you mean mqtt.port?"),
     Rule(yaml: "mqtt:\n  host: broker\n  baseTopic: x\n", key: "mqtt.baseTopic", line: 3, message: "unknown key; did you mean mqtt.base_topic?"),
     Rule(yaml: "mqt:\n  host: broker\n", key: "mqt", line: 1, message: "unknown key; did you mean mqtt?"),
     Rule(yaml: "logging: { level: debug }\n", key: "logging", line: 1,
-         message: "unknown key; expected one of: gateway, bluez, devices, publish, mqtt, http"),
+         message: "unknown key; expected one of: gateway, bluez, devices, publish, mqtt, http, fleet"),
     Rule(yaml: "devices:\n  watch:\n    - address: C0:FF:EE:00:00:01\n      subscibe: [2a37]\n", key: "devices.watch[0].subscibe", line: 4,
          message: "unknown key; did you mean devices.watch[0].subscribe?"),
     Rule(yaml: "mqtt:\n  <<: { port: 1883 }\n  host: a\n", key: "mqtt.<<", line: 2, message: "merge keys (<<) are not supported; write the keys out"),
@@ -423,9 +438,9 @@ struct Rule: Sendable, CustomTestStringConvertible {
          key: "devices.bindkeys[\"A4:C1:38:00:00:02\"]", line: 4, message: "duplicate key; first given on line 3"),
     // The file as a whole.
     Rule(yaml: "- mqtt\n- http\n", key: "", line: 1,
-         message: "the top level must be a mapping of sections (gateway, bluez, devices, publish, mqtt, http), got a list"),
+         message: "the top level must be a mapping of sections (gateway, bluez, devices, publish, mqtt, http, fleet), got a list"),
     Rule(yaml: "# a comment\nhello\n", key: "", line: 2,
-         message: "the top level must be a mapping of sections (gateway, bluez, devices, publish, mqtt, http), got \"hello\""),
+         message: "the top level must be a mapping of sections (gateway, bluez, devices, publish, mqtt, http, fleet), got \"hello\""),
     Rule(yaml: "mqtt:\n  host: broker\n  port: [1883\nhttp: {}\n", key: "", line: 4,
          message: "invalid YAML: did not find expected ',' or ']' (while parsing a flow sequence that starts on line 3)"),
     Rule(yaml: "mqtt:\n  host: broker\n port: 1883\n", key: "", line: 3,
@@ -622,4 +637,13 @@ func intervalKeysRefuseNumbersOutsideTheirBounds(template: String, value: String
     let expected = try (1...4).map { try BluetoothAddress("A4:C1:38:00:00:0\($0)") }
     #expect(configuration.selection == .allow(expected))
     #expect(configuration.bindkeys[expected[0]]?.count == 16)
+}
+
+
+@Test func aFleetSectionIsReadWithItsDefaults() throws {
+    let c = try GatewayConfiguration.parse("gateway: { id: hall-1 }\nmqtt: { host: b }\nfleet: { name: home, room: Hall, dwell: 5 }\n")
+    let fleet = try #require(c.fleet)
+    #expect(fleet == GatewayConfiguration.Fleet(name: "home", room: "Hall", hysteresis: 6, dwell: 5, staleAfter: 30, sightingInterval: 2))
+    #expect(try GatewayConfiguration.parse("mqtt: { host: b }\nfleet: { name: home, enabled: false }\n").fleet == nil)
+    #expect(try GatewayConfiguration.parse("mqtt: { host: b }\n").fleet == nil)
 }

@@ -137,7 +137,8 @@ public final class Broker: Sendable {
     /// `users`: name → password; when given, anonymous clients are refused.
     /// `persistent`: sessions and queued messages are saved when the broker
     /// stops and loaded when it starts again (``pause()``/``resume()``).
-    private init(port: Int, directory: URL, users: [String: String]?, persistent: Bool) throws {
+    /// `bridgeTo`: the port of another broker on this host, bridged both ways for every topic.
+    private init(port: Int, directory: URL, users: [String: String]?, persistent: Bool, bridgeTo: Int? = nil) throws {
         self.port = port
         self.directory = directory
         var config = """
@@ -160,10 +161,16 @@ public final class Broker: Sendable {
         } else {
             config += "allow_anonymous true\n"
         }
+        // Last: every line after `connection` configures that bridge.
+        if let bridgeTo {
+            // A mosquitto bridge, as a second site would run one: every topic both ways, retained ones included.
+            config += "connection bridge-\(port)-\(bridgeTo)\naddress 127.0.0.1:\(bridgeTo)\ntopic # both 1\n"
+            config += "cleansession true\ntry_private true\nrestart_timeout 1\nstart_type automatic\n"
+        }
         try config.write(to: configFile, atomically: true, encoding: .utf8)
     }
 
-    public static func start(users: [String: String]? = nil, persistent: Bool = false) async throws -> Broker {
+    public static func start(users: [String: String]? = nil, persistent: Bool = false, bridgeTo: Int? = nil) async throws -> Broker {
         try await offPool {
             // The free port is found by binding port 0 and closing it, so another test may take
             // it before mosquitto binds it: mosquitto then exits, and a new port is tried, in a
@@ -173,7 +180,8 @@ public final class Broker: Sendable {
                 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("mqtt-broker-\(UUID().uuidString)")
                 try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
                 do {
-                    let broker = try Broker(port: try freeLoopbackPort(), directory: directory, users: users, persistent: persistent)
+                    let broker = try Broker(port: try freeLoopbackPort(), directory: directory, users: users, persistent: persistent,
+                                            bridgeTo: bridgeTo)
                     try broker.launch()
                     return broker
                 } catch {
