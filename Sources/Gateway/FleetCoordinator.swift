@@ -66,7 +66,15 @@ struct FleetCoordinator: Sendable {
 
     /// This gateway heard `address` at `rssi` at `at`.
     mutating func heard(_ address: BluetoothAddress, rssi: Int16, at: Double) {
-        let id = GatewayTopics.addressID(address)
+        heard(id: GatewayTopics.addressID(address), rssi: rssi, at: at)
+    }
+
+    /// This gateway heard identity `name` (one of its addresses) at `rssi` at `at`.
+    mutating func heardIdentity(_ name: String, rssi: Int16, at: Double) {
+        heard(id: IdentityTracker.deviceID(name), rssi: rssi, at: at)
+    }
+
+    private mutating func heard(id: String, rssi: Int16, at: Double) {
         let value = Double(rssi)
         let s = smoothed[id].map { $0.rssi + Self.smoothing * (value - $0.rssi) } ?? value
         smoothed[id] = (s, at)
@@ -80,6 +88,8 @@ struct FleetCoordinator: Sendable {
     enum Change: Sendable, Equatable {
         case adopt(BluetoothAddress, previousState: String?)
         case release(BluetoothAddress)
+        case adoptIdentity(String)
+        case releaseIdentity(String)
     }
 
     /// A message on one of the fleet's subscriptions. Returns what changes
@@ -114,13 +124,17 @@ struct FleetCoordinator: Sendable {
             }
             table.claimed(id, by: claim?.gateway)
             claimSent[id] = nil
-            guard let address = GatewayTopics.address(fromID: id) else { return ([], nil) }
+            let identity = id.hasPrefix("id_") ? String(id.dropFirst(3)) : nil
+            let address = GatewayTopics.address(fromID: id)
+            guard identity != nil || address != nil else { return ([], nil) }
             if claim?.gateway == me {
                 guard owned.insert(id).inserted else { return ([], nil) }
-                return ([.adopt(address, previousState: ownerState[id])], nil)
+                if let identity { return ([.adoptIdentity(identity)], nil) }
+                return (address.map { [.adopt($0, previousState: ownerState[id])] } ?? [], nil)
             }
             guard owned.remove(id) != nil else { return ([], nil) }
-            return ([.release(address)], nil)
+            if let identity { return ([.releaseIdentity(identity)], nil) }
+            return (address.map { [.release($0)] } ?? [], nil)
         }
         // <base>/<gateway>/status
         let levels = topic.split(separator: "/", omittingEmptySubsequences: false)

@@ -54,6 +54,8 @@ public struct GatewayOptions: Sendable {
     public var bluetoothdPingInterval: Duration? = .seconds(15)
     /// Fleet mode (needs ``mqtt`` and ``topics`` with a fleet); nil: a gateway on its own.
     public var fleet: FleetOptions?
+    /// Phones, watches and tags followed as identities across their address rotations.
+    public var identities: [IdentityResolver.Identity] = []
 
     /// Fleet mode: this gateway's room and the ownership rule (docs/GATEWAY.md, "Fleet").
     public struct FleetOptions: Sendable, Equatable {
@@ -223,10 +225,13 @@ public final class GatewayRuntime: Sendable {
             return FleetCoordinator(me: options.topics.gatewayID, room: f.room, topics: options.topics,
                                     options: .init(rule: f.rule, interval: f.sightingInterval, settle: f.settle))
         }
+        let identities = options.identities.isEmpty ? nil : IdentityTracker(
+            identities: options.identities, topics: options.topics, discovery: options.discovery,
+            fleet: coordinator == nil ? nil : fleetPublishing, expireAfter: options.expireAfter)
         loop = PublishingLoop(planner: PublishPlanner(options: .init(topics: options.topics, selection: options.selection,
                                                                       policy: options.policy, discovery: options.discovery,
                                                                       fleet: coordinator == nil ? nil : fleetPublishing)),
-                              fleet: coordinator)
+                              fleet: coordinator, identities: identities)
     }
 
     /// Connects to bluetoothd's bus and opens the state directory. Nothing
@@ -779,6 +784,10 @@ public final class GatewayRuntime: Sendable {
                 case let .release(address):
                     logger.info("fleet: another gateway speaks for \(address) now")
                     if options.watched[address] != nil { manager.unwatch(DeviceID(adapter: adapterID, address: address)) }
+                case let .adoptIdentity(name):
+                    logger.info("fleet: this gateway now speaks for identity \(name)")
+                case let .releaseIdentity(name):
+                    logger.info("fleet: another gateway speaks for identity \(name) now")
                 }
             }
             enqueue(out)
@@ -850,20 +859,31 @@ actor PublishingLoop {
     /// Fleet mode: which devices this gateway publishes.
     private var fleet: FleetCoordinator?
     nonisolated let inFleet: Bool
+    /// Identities followed across address rotations (nil: none configured).
+    private var identities: IdentityTracker?
 
-    init(planner: PublishPlanner, fleet: FleetCoordinator? = nil) {
+    init(planner: PublishPlanner, fleet: FleetCoordinator? = nil, identities: IdentityTracker? = nil) {
         self.planner = planner
         self.fleet = fleet
+        self.identities = identities
         inFleet = fleet != nil
     }
 
     func listChanged(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?, now: Date) -> [OutgoingMessage] {
         guard !stopped else { return [] }
-        if fleet != nil { hear(list, changes: changes) }
+        var identityMessages: [OutgoingMessage] = []
+        if fleet != nil || identities != nil { hear(list, changes: changes, &identityMessages) }
         lastList = list
-        let out = planner.update(list, changes: changes, gatt: gatt, now: now)
-        deadline.update { $0 = planner.nextDeadline }
+        var out = planner.update(list, changes: changes, gatt: gatt, now: now)
+        out += identityMessages
+        updateDeadline()
         return out
+    }
+
+    /// The planner's next deadline, or an identity's expiry if sooner.
+    private func updateDeadline() {
+        let next = [planner.nextDeadline, identities?.nextExpiry].compactMap { $0 }.min()
+        deadline.update { $0 = next }
     }
 
     func gattChanged(_ address: BluetoothAddress, readings: [Reading], now: Date) -> [OutgoingMessage] {
@@ -871,14 +891,15 @@ actor PublishingLoop {
         gatt[address] = readings.isEmpty ? nil : readings
         // The same rows; only this device's GATT readings are new.
         let out = planner.update(lastList, changed: [address], gatt: gatt, now: now)
-        deadline.update { $0 = planner.nextDeadline }
+        updateDeadline()
         return out
     }
 
     func tick(now: Date) -> [OutgoingMessage] {
         guard !stopped else { return [] }
-        let out = planner.tick(now: now)
-        deadline.update { $0 = planner.nextDeadline }
+        var out = planner.tick(now: now)
+        if identities != nil { out += identities!.expire(now: now.timeIntervalSince1970) }
+        updateDeadline()
         return out
     }
 
@@ -894,16 +915,27 @@ actor PublishingLoop {
     // MARK: Fleet mode
 
     /// This gateway's own sightings: the rows that changed (every row when
-    /// the state does not say which), fresh and selected ones only.
-    private func hear(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?) {
+    /// the state does not say which), fresh ones only: identities (any
+    /// address that resolves to one) and, in a fleet, the selected devices.
+    private func hear(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?,
+                      _ out: inout [OutgoingMessage]) {
         guard case let .loaded(all) = list else { return }
-        func one(_ row: DeviceListPresenter.Row) {
+        func one(_ row: DeviceListPresenter.Row, _ out: inout [OutgoingMessage]) {
             guard !row.stale, let rssi = row.rssi, let seen = row.lastSeen else { return }
             let address = row.id.address
-            guard planner.options.selection.includes(address, decodable: row.format != nil || gatt[address] != nil) else { return }
-            fleet?.heard(address, rssi: rssi, at: seen.timeIntervalSince1970)
+            let at = seen.timeIntervalSince1970
+            if identities != nil, address.randomAddressType == .resolvablePrivate {
+                let (name, messages) = identities!.heard(address, rssi: rssi, at: at)
+                out += messages
+                if let name {
+                    fleet?.heardIdentity(name, rssi: rssi, at: at)
+                    return
+                }
+            }
+            guard fleet != nil, planner.options.selection.includes(address, decodable: row.format != nil || gatt[address] != nil) else { return }
+            fleet?.heard(address, rssi: rssi, at: at)
         }
-        if let changes { for row in changes.rows { one(row) } } else { for row in all { one(row) } }
+        if let changes { for row in changes.rows { one(row, &out) } } else { for row in all { one(row, &out) } }
     }
 
     func fleetSubscribed(now: Date) { fleet?.subscribed(now: now.timeIntervalSince1970) }
@@ -921,9 +953,11 @@ actor PublishingLoop {
             switch change {
             case let .adopt(address, previous): out.append(contentsOf: planner.adopt(address, previousState: previous, now: now))
             case let .release(address): planner.release(address)
+            case let .adoptIdentity(name): out += identities?.adopt(name, now: now.timeIntervalSince1970) ?? []
+            case let .releaseIdentity(name): identities?.release(name)
             }
         }
-        if !changes.isEmpty { deadline.update { $0 = planner.nextDeadline } }
+        if !changes.isEmpty { updateDeadline() }
         return (out, changes, problem)
     }
 
@@ -933,6 +967,9 @@ actor PublishingLoop {
         let planner = self.planner
         return fleet!.tick(now: now.timeIntervalSince1970) { planner.sentStateHash($0) }
     }
+
+    /// Identities resolved so far, for tests and metrics: name → the address it uses now.
+    func identityAddresses() -> [String: BluetoothAddress] { identities?.seen.mapValues(\.address) ?? [:] }
 
     func fleetOwns(_ address: BluetoothAddress) -> Bool { fleet?.owns(address) ?? true }
 

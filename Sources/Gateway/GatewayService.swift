@@ -5,6 +5,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import BLEParsing
 import Fleet
 import GatewayConfig
 import Logging
@@ -57,6 +58,9 @@ extension GatewayOptions {
                   http: c.http.map { HTTPOptions(host: $0.host, port: $0.port, token: $0.token) },
                   batch: Bounds.duration(seconds: c.publish.batch))
         bluetoothdPingInterval = c.pingInterval > 0 ? Bounds.duration(seconds: c.pingInterval) : nil
+        identities = c.identities.sorted { $0.key < $1.key }.compactMap { name, key in
+            IdentityResolvingKey(bytes: key).map { IdentityResolver.Identity(name: name, key: $0) }
+        }
         fleet = c.fleet.map {
             FleetOptions(room: $0.room ?? c.gatewayID,
                          rule: .init(hysteresis: $0.hysteresis, dwell: $0.dwell, staleAfter: $0.staleAfter),

@@ -14,7 +14,7 @@ struct ConfigLoader {
     static let bluezKeys = ["bus", "adapter", "scan", "ping_interval"]
     static let scanKeys = ["mode", "filter"]
     static let filterKeys = ["transport", "rssi", "uuids", "duplicate_data", "pattern"]
-    static let devicesKeys = ["allow", "deny", "bindkeys", "watch", "expire_after"]
+    static let devicesKeys = ["allow", "deny", "bindkeys", "watch", "expire_after", "identities", "bonded_identities"]
     static let watchKeys = ["address", "subscribe"]
     static let publishKeys = ["min_interval", "heartbeat", "batch"]
     static let mqttKeys = [
@@ -244,6 +244,40 @@ struct ConfigLoader {
                     continue
                 }
                 configuration.bindkeys[address] = key
+            }
+        }
+
+        if let entry = section.value("identities"), let pairs = reader.keyedEntries(entry) {
+            for pair in pairs {
+                let name = pair.key
+                guard Syntax.isIdentityName(name) else {
+                    reader.report(line: pair.keyLine, key: pair.path, "an identity name is 1 to 60 letters, digits, \"_\" or \"-\" (it is used in MQTT topics and Home Assistant ids), got \(ConfigReader.quote(name))")
+                    continue
+                }
+                let expected = "an identity resolving key of 32 hex characters (16 bytes, most significant first)"
+                guard let text = reader.text(pair, expected: expected) else { continue }
+                let key: [UInt8]
+                do { key = try Hex.bytes(text) } catch {
+                    reader.report(pair, "an identity resolving key is 16 bytes of hex: \(error.description)")
+                    continue
+                }
+                guard key.count == 16 else {
+                    reader.report(pair, "expected \(expected), got \(key.count * 2) hex characters")
+                    continue
+                }
+                if let same = configuration.identities.first(where: { $0.value == key }) {
+                    reader.report(pair, "the same key as identity \(same.key); one device, one identity")
+                    continue
+                }
+                configuration.identities[name] = key
+            }
+        }
+
+        if let entry = section.value("bonded_identities") {
+            if let on = entry.node.scalar.map(ScalarValue.init), case .bool(let flag) = on {
+                configuration.bondedIdentities = flag ? "/var/lib/bluetooth" : nil
+            } else if let directory = reader.nonEmptyText(entry, expected: "true, or bluetoothd's storage directory") {
+                configuration.bondedIdentities = files.resolve(directory)
             }
         }
 

@@ -220,6 +220,13 @@ public struct GatewayConfiguration: Sendable, Equatable {
     public var selection: Selection
     /// Address → 16-byte AES key for encrypted advertisements.
     public var bindkeys: [BluetoothAddress: [UInt8]]
+    /// Identity name → identity resolving key (16 bytes, most significant
+    /// first): a phone or watch advertising resolvable private addresses is
+    /// followed as one identity (`devices.identities`).
+    public var identities: [String: [UInt8]]
+    /// bluetoothd's storage directory (`/var/lib/bluetooth`) whose bonded
+    /// devices' keys become identities too (`devices.bonded_identities`); nil: none.
+    public var bondedIdentities: String?
     public var watched: [Watched]
     /// Seconds: a device not heard for this long is published offline.
     public var expireAfter: TimeInterval
@@ -245,6 +252,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
         filter = DiscoveryFilter()
         selection = .decodable
         bindkeys = [:]
+        identities = [:]
+        bondedIdentities = nil
         watched = []
         expireAfter = 300
         publish = Publish()

@@ -36,6 +36,11 @@ enum Syntax {
     }
 
     /// Gateway ids end up in MQTT topics and Home Assistant ids: letters, digits, `.`, `_`, `-`.
+    /// An identity's name becomes `id_<name>` in topics and ids.
+    static func isIdentityName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 60 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }
+    }
+
     static func isGatewayID(_ text: String) -> Bool {
         !text.isEmpty && text.count <= 64 && text.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "_" || $0 == "-") }
     }

@@ -65,6 +65,13 @@ struct GatewayCLICommand: AsyncParsableCommand {
             let fallback = try SettingsStore.defaultDirectory(override: stateDir)
             options = GatewayOptions(configuration: configuration, stateDirectory: fallback)
             if let stateDir { options.stateDirectory = URL(fileURLWithPath: stateDir) }
+            if let directory = configuration.bondedIdentities {
+                let (bonded, problems) = BondedIdentities.read(directory: directory)
+                for problem in problems { logger.warning("bonded identities: \(problem)") }
+                let configured = Set(options.identities.map(\.key))
+                options.identities += bonded.filter { !configured.contains($0.key) }
+                logger.info("bonded identities: \(bonded.count) read from \(directory)")
+            }
         } catch {
             logger.critical("\(error)")
             throw ExitCode(GatewayExitCode.ioError.rawValue)

@@ -647,3 +647,14 @@ func intervalKeysRefuseNumbersOutsideTheirBounds(template: String, value: String
     #expect(try GatewayConfiguration.parse("mqtt: { host: b }\nfleet: { name: home, enabled: false }\n").fleet == nil)
     #expect(try GatewayConfiguration.parse("mqtt: { host: b }\n").fleet == nil)
 }
+
+@Test func identitiesAreReadAndCheckedLikeBindkeys() throws {
+    let c = try GatewayConfiguration.parse("devices:\n  identities: { watch: \"ec0234a3 57c8ad05 341010a6 0a397d9b\" }\n  bonded_identities: true\n")
+    #expect(c.identities["watch"]?.count == 16 && c.identities["watch"]?.first == 0xEC)
+    #expect(c.bondedIdentities == "/var/lib/bluetooth")
+    let bad = problems("devices:\n  identities:\n    \"a b\": ec0234a357c8ad05341010a60a397d9b\n    w: ec02\n    x: ec0234a357c8ad05341010a60a397d9b\n    y: ec0234a357c8ad05341010a60a397d9b\n")
+    #expect(bad.map(\.line) == [3, 4, 6], "\(bad)")
+    #expect(bad.first?.message.contains("identity name") == true)
+    #expect(bad.dropFirst().first?.message.contains("got 4 hex characters") == true)
+    #expect(bad.last?.message.contains("the same key as identity x") == true)
+}

@@ -112,6 +112,7 @@ import Vocabulary
                         case let .adopt(address, previous):
                             log += planners[k].adopt(address, previousState: previous, now: Date(timeIntervalSince1970: now))
                         case let .release(address): planners[k].release(address)
+                        case .adoptIdentity, .releaseIdentity: break
                         }
                     }
                 }

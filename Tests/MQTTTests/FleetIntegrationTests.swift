@@ -1,3 +1,4 @@
+import BLEParsing
 import BlueZSimulator
 import DBus
 import Foundation
@@ -35,6 +36,10 @@ import TestSupport
                 throw error
             }
         }
+    }
+
+    struct IdentityState: Sendable {
+        let identity: String, address: String, gateway: String, room: String
     }
 
     struct Stamped: Sendable {
@@ -92,6 +97,14 @@ import TestSupport
             }
         }
         func owner(_ all: [Stamped], _ device: String) -> String? { claims(all, device).last?.1 }
+        func identityStates(_ all: [Stamped]) -> [IdentityState] {
+            all.filter { $0.message.topic == "\(base)/id_phone/state" }.compactMap { s in
+                guard let o = try? JSONSerialization.jsonObject(with: Data(s.message.payload)) as? [String: Any],
+                      let i = o["identity"] as? String, let a = o["address"] as? String, let g = o["gateway"] as? String,
+                      let r = o["room"] as? String else { return nil }
+                return IdentityState(identity: i, address: a, gateway: g, room: r)
+            }
+        }
         func logs() -> String {
             sites.values.map { "--- \($0.room)\n\((try? String(contentsOfFile: $0.log, encoding: .utf8)) ?? "")" }.joined(separator: "\n")
         }
@@ -117,6 +130,18 @@ import TestSupport
         }
         #expect(!converged.contains { $0.message.topic.contains("/hall_") || $0.message.topic.contains("/kitchen_") || $0.message.topic.contains("/garden_") },
                 "a gateway published a device under its own id")
+        // The phone: one identity, whatever address it uses, owned by the hall that hears it best.
+        let phoneSeen = await inbox.wait(timeout: .seconds(25)) { all in
+            Set(identityStates(all).map(\.address)).count >= 2
+        }
+        let phone = identityStates(phoneSeen)
+        #expect(Set(phone.map(\.address)).count >= 2, "the phone rotated its address; states: \(phone)\n\(logs())")
+        #expect(phone.allSatisfy { $0.gateway == "hall" && $0.room == "hall" && $0.identity == "phone" }, "\(phone)")
+        #expect(owner(phoneSeen, "id_phone") == "hall")
+        let rpas = Set(try FleetSite.phoneAddresses().map { $0.replacingOccurrences(of: ":", with: "").lowercased() })
+        #expect(!phoneSeen.contains { s in rpas.contains { s.message.topic.contains($0) } }, "an address of the phone was published as a device of its own")
+        let trackers = phoneSeen.filter { $0.message.topic.hasPrefix("homeassistant/device_tracker/") }.map(\.message.topic)
+        #expect(Set(trackers) == ["homeassistant/device_tracker/fleet_home_id_phone/id_phone_presence/config"], "\(trackers)")
         // Only the owner publishes a device's state; presence is its room.
         #expect(states(converged, ruuvi).allSatisfy { $0.1 == "hall" && $0.2 == "hall" })
         #expect(states(converged, atc).allSatisfy { $0.1 == "kitchen" })
@@ -204,8 +229,28 @@ final class FleetSite: @unchecked Sendable {
         "A4:C1:38:5A:1B:2C": ("serviceData:181a", ["2c1b5a38c1a48b08d412a80b521f04", "2c1b5a38c1a49308b612a80b522004"]),
     ]
 
-    static func scenario(room: String) -> String {
+    /// The phone's identity resolving key (the Core Specification's sample IRK).
+    static let phoneKey = "ec0234a357c8ad05341010a60a397d9b"
+    /// Where the phone is heard: it never moves.
+    static let phoneHeard: [String: Int] = ["hall": -50, "kitchen": -75]
+
+    /// The phone's addresses: a new resolvable private address every 10 s.
+    static func phoneAddresses() throws -> [String] {
+        let key = try IdentityResolvingKey(hex: phoneKey)
+        return try (0..<24).map { k in try #require(key.resolvablePrivateAddress(prand: 0x1234 + UInt32(k) * 7919)).description }
+    }
+
+    static func scenario(room: String) throws -> String {
         var devices: [String] = []
+        if let rssi = phoneHeard[room] {
+            for (k, address) in try phoneAddresses().enumerated() {
+                let from = Double(k) * 10
+                var events = (0..<20).map { step in "{\"at\": \(from + Double(step) * 0.5), \"rssi\": \(rssi + step % 3 - 1), \"present\": true}" }
+                events.append("{\"at\": \(from + 10), \"present\": false}")
+                devices.append("{\"address\": \"\(address)\", \"addressType\": \"random\", \"rssi\": \(rssi), \"advertisingAtStart\": \(k == 0), "
+                    + "\"advertising\": {\"timeline\": [\(events.joined(separator: ","))]}}")
+            }
+        }
         for (address, rssi) in (hearing[room] ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard let (field, values) = content[address] else { continue }
             let parts = field.split(separator: ":")
@@ -234,7 +279,7 @@ final class FleetSite: @unchecked Sendable {
         try """
             gateway: { id: \(room), state_dir: "\(dir.appendingPathComponent("state-\(room)").path)" }
             bluez: { bus: "\(bus.address)", ping_interval: 0 }
-            devices: { expire_after: 20 }
+            devices: { expire_after: 20, identities: { phone: \(phoneKey) } }
             publish: { min_interval: 0, heartbeat: 0 }
             mqtt: { host: 127.0.0.1, port: \(broker.port), keepalive: 5 }
             fleet: { name: home, room: \(room), dwell: 2, sighting_interval: 0.5, stale_after: 4 }
