@@ -44,6 +44,16 @@ struct FleetCoordinator: Sendable {
     private var readyAt: Double?
     /// Sighting batches and claims from the broker that could not be read.
     private(set) var refused = 0
+    /// What this gateway sent and received, for the metrics.
+    private(set) var statistics = Statistics()
+
+    struct Statistics: Sendable, Equatable {
+        var batchesSent: UInt64 = 0
+        var batchesReceived: UInt64 = 0
+        var claimsSent: UInt64 = 0
+        var refused: UInt64 = 0
+        var owned = 0
+    }
     private var forgotAt = 0.0
 
     /// Weight of a new RSSI sample in the smoothed value (an exponential moving average).
@@ -102,9 +112,11 @@ struct FleetCoordinator: Sendable {
             let batch: SightingBatch
             do { batch = try SightingBatch.parse(payload) } catch {
                 refused += 1
+                statistics.refused &+= 1
                 return ([], "\(topic): \(error.description)")
             }
             guard batch.gateway != me else { return ([], nil) }
+            statistics.batchesReceived &+= 1
             for (id, entry) in batch.devices {
                 table.heard(id, by: batch.gateway, rssi: Double(entry.rssi), at: batch.at)
                 if let state = entry.state { ownerState[id] = state }
@@ -115,11 +127,13 @@ struct FleetCoordinator: Sendable {
             let id = String(topic.dropFirst(owner.count))
             guard FleetIDs.isDeviceID(id) else {
                 refused += 1
+                statistics.refused &+= 1
                 return ([], "\(topic): not a device id")
             }
             let claim: OwnerClaim?
             do { claim = try OwnerClaim.parse(payload) } catch {
                 refused += 1
+                statistics.refused &+= 1
                 return ([], "\(topic): \(error.description)")
             }
             table.claimed(id, by: claim?.gateway)
@@ -179,11 +193,18 @@ struct FleetCoordinator: Sendable {
         if let readyAt, now >= readyAt {
             for id in table.claimsDue(now: now) where now - (claimSent[id] ?? -.infinity) >= 5 {
                 claimSent[id] = now
+                statistics.claimsSent &+= 1
                 out.append(OutgoingMessage(topic: topics.fleetOwner(id), payload: OwnerClaim(gateway: me, at: now).json, retain: true, qos: 1))
             }
         }
         forget(now: now)
         return out
+    }
+
+    var currentStatistics: Statistics {
+        var s = statistics
+        s.owned = owned.count
+        return s
     }
 
     /// Whether this gateway may act for `address` (commands): it owns it.
@@ -192,7 +213,8 @@ struct FleetCoordinator: Sendable {
     /// The gateway whose claim on `address` stands (nil: none).
     func owner(of address: BluetoothAddress, now: Double) -> String? { table.owner(of: GatewayTopics.addressID(address), now: now) }
 
-    private func batch(_ entries: [String: SightingBatch.Entry], now: Double) -> OutgoingMessage {
+    private mutating func batch(_ entries: [String: SightingBatch.Entry], now: Double) -> OutgoingMessage {
+        statistics.batchesSent &+= 1
         let batch = SightingBatch(gateway: me, room: room, at: now, devices: entries)
         return OutgoingMessage(topic: topics.fleetSightings(me), payload: batch.json, retain: false, qos: 0)
     }

@@ -65,7 +65,18 @@ public final class GatewayMetrics: Sendable {
         public var storageErrors: [Store: UInt64] = [:]
         /// The writers failing now, with the last error (empty: all is well).
         public var storageFailures: [StorageWriter: String] = [:]
+        /// Fleet mode only (nil: a gateway on its own; not rendered).
+        public var fleet: Fleet?
         public init() {}
+    }
+
+    /// What a fleet member sent, received and holds.
+    public struct Fleet: Sendable, Equatable {
+        public var owned = 0
+        public var batchesSent: UInt64 = 0
+        public var batchesReceived: UInt64 = 0
+        public var claimsSent: UInt64 = 0
+        public var refused: UInt64 = 0
     }
 
     private struct Sample { var at: Date; var count: UInt64 }
@@ -102,6 +113,13 @@ public final class GatewayMetrics: Sendable {
     }
 
     public func recordDevicesOnline(_ count: Int) { update { $0.devicesOnline = count } }
+
+    func recordFleet(_ s: FleetCoordinator.Statistics) {
+        update {
+            $0.fleet = Fleet(owned: s.owned, batchesSent: s.batchesSent, batchesReceived: s.batchesReceived,
+                             claimsSent: s.claimsSent, refused: s.refused)
+        }
+    }
 
     /// The outbound queue's depth and how many it dropped (totals).
     public func recordQueue(depth: Int, dropped: Int) { update { $0.queueDepth = depth; $0.queueDropped = dropped } }
@@ -208,6 +226,15 @@ public final class GatewayMetrics: Sendable {
                v.commands.keys.sorted().map { key in
                    ("{action=\"\(Self.escape(key.action))\",result=\"\(key.result.rawValue)\"}", "\(v.commands[key] ?? 0)")
                })
+        if let f = v.fleet {
+            metric("blecompanion_fleet_owned", "gauge", "Devices and identities this gateway speaks for in its fleet.", [("", "\(f.owned)")])
+            metric("blecompanion_fleet_sightings_sent_total", "counter", "Sighting batches this gateway published.", [("", "\(f.batchesSent)")])
+            metric("blecompanion_fleet_sightings_received_total", "counter", "Sighting batches received from the other gateways.",
+                   [("", "\(f.batchesReceived)")])
+            metric("blecompanion_fleet_claims_total", "counter", "Ownership claims this gateway published.", [("", "\(f.claimsSent)")])
+            metric("blecompanion_fleet_refused_total", "counter", "Fleet messages that could not be read (ignored, logged).",
+                   [("", "\(f.refused)")])
+        }
         return out
     }
 

@@ -651,6 +651,7 @@ public final class GatewayRuntime: Sendable {
                     metrics.recordBluetoothd(available: snapshot.availability == .available)
                     let online = await loop.onlineCount()
                     metrics.recordDevicesOnline(online)
+                    if let fleet = await loop.fleetStatistics() { metrics.recordFleet(fleet) }
                 }
             }
         }
@@ -972,6 +973,8 @@ actor PublishingLoop {
     func identityAddresses() -> [String: BluetoothAddress] { identities?.seen.mapValues(\.address) ?? [:] }
 
     func fleetOwns(_ address: BluetoothAddress) -> Bool { fleet?.owns(address) ?? true }
+
+    func fleetStatistics() -> FleetCoordinator.Statistics? { fleet?.currentStatistics }
 
     /// The gateway that speaks for `address` in the fleet (nil: none, or not in a fleet).
     func fleetOwner(of address: BluetoothAddress, now: Date) -> String? { fleet?.owner(of: address, now: now.timeIntervalSince1970) }

@@ -202,3 +202,17 @@ import Vocabulary
         #expect(c.tick(now: now + 1) { _ in nil }.contains { $0.topic == "blecompanion/fleet/home/owner/aa0000000001" && $0.retain })
     }
 }
+
+@Test func fleetMetricsAreRenderedOnlyInFleetMode() {
+    let metrics = GatewayMetrics()
+    #expect(!metrics.render().contains("blecompanion_fleet_"))
+    var s = FleetCoordinator.Statistics()
+    s.owned = 3
+    s.claimsSent = 4
+    s.refused = 1
+    metrics.recordFleet(s)
+    let text = metrics.render()
+    #expect(text.contains("blecompanion_fleet_owned 3\n"))
+    #expect(text.contains("blecompanion_fleet_claims_total 4\n"))
+    #expect(text.contains("blecompanion_fleet_refused_total 1\n"))
+}
