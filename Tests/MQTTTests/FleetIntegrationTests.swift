@@ -130,6 +130,10 @@ import TestSupport
         }
         #expect(!converged.contains { $0.message.topic.contains("/hall_") || $0.message.topic.contains("/kitchen_") || $0.message.topic.contains("/garden_") },
                 "a gateway published a device under its own id")
+        // A command over HTTP to a gateway that does not own the device: refused, naming the owner.
+        let refused = try await site("hall").post("/api/devices/A4:C1:38:5A:1B:2C/actions", "{\"action\":\"connect\"}")
+        #expect(refused.status == 409 && refused.body.contains("gateway kitchen speaks for A4:C1:38:5A:1B:2C"), "\(refused)")
+
         // The phone: one identity, whatever address it uses, owned by the hall that hears it best.
         let phoneSeen = await inbox.wait(timeout: .seconds(25)) { all in
             Set(identityStates(all).map(\.address)).count >= 2
@@ -204,14 +208,34 @@ final class FleetSite: @unchecked Sendable {
     let simulator: BlueZSimulator
     let config: String
     let log: String
+    let httpPort: Int
     private let pid = Lock<pid_t?>(nil)
 
-    private init(room: String, bus: PrivateBus, simulator: BlueZSimulator, config: String, log: String) {
+    private init(room: String, bus: PrivateBus, simulator: BlueZSimulator, config: String, log: String, httpPort: Int) {
         self.room = room
         self.bus = bus
         self.simulator = simulator
         self.config = config
         self.log = log
+        self.httpPort = httpPort
+    }
+
+    /// `POST body` to this gateway's HTTP API `path` (curl, 5 s at most): status and body.
+    func post(_ path: String, _ body: String) async throws -> (status: Int, body: String) {
+        let url = "http://127.0.0.1:\(httpPort)\(path)"
+        return try await offPool {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+            p.arguments = ["-s", "-m", "5", "-X", "POST", "-H", "Content-Type: application/json", "-d", body, "-w", "\n%{http_code}", url]
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.nullDevice
+            try p.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            p.waitUntilExit()
+            let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+        }
     }
 
     /// What each room hears: RSSI per device before and after the move (nil: not heard).
@@ -276,6 +300,7 @@ final class FleetSite: @unchecked Sendable {
         let simulator = BlueZSimulator(scenario: try Scenario.load(path: scenarioFile.path))
         try await simulator.start(busAddress: bus.address)
         let config = dir.appendingPathComponent("\(room).yaml").path
+        let httpPort = try freeLoopbackPort()
         try """
             gateway: { id: \(room), state_dir: "\(dir.appendingPathComponent("state-\(room)").path)" }
             bluez: { bus: "\(bus.address)", ping_interval: 0 }
@@ -283,9 +308,10 @@ final class FleetSite: @unchecked Sendable {
             publish: { min_interval: 0, heartbeat: 0 }
             mqtt: { host: 127.0.0.1, port: \(broker.port), keepalive: 5 }
             fleet: { name: home, room: \(room), dwell: 2, sighting_interval: 0.5, stale_after: 4 }
+            http: { listen: "127.0.0.1:\(httpPort)" }
             """.write(toFile: config, atomically: true, encoding: .utf8)
         let site = FleetSite(room: room, bus: bus, simulator: simulator, config: config,
-                             log: dir.appendingPathComponent("\(room).log").path)
+                             log: dir.appendingPathComponent("\(room).log").path, httpPort: httpPort)
         try site.launch()
         return site
     }
