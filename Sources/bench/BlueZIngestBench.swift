@@ -21,34 +21,44 @@ import ScenarioFormat
 /// JSON line: CPU µs per change, changes/s, and resident memory before and
 /// after mirroring (ru_maxrss).
 enum BlueZIngestBench {
-    static func options(_ arguments: [String], _ command: String) -> (address: String, devices: Int, count: Int)? {
+    static func options(_ arguments: [String], _ command: String) -> (address: String, devices: Int, count: Int, first: Int, of: Int)? {
         var address: String?
         var devices = 0
         var count = 0
+        var first = 0
+        var of = 0
         var i = 0
         while i + 1 < arguments.count {
             switch arguments[i] {
             case "--address": address = arguments[i + 1]
             case "--devices": devices = Int(arguments[i + 1]) ?? -1
             case "--count": count = Int(arguments[i + 1]) ?? -1
+            case "--first" where command == "bluez-sim": first = Int(arguments[i + 1]) ?? -1
+            case "--of" where command == "bluez-sim": of = Int(arguments[i + 1]) ?? -1
             default:
                 writeError("bench \(command): unknown argument \(arguments[i])")
                 return nil
             }
             i += 2
         }
-        guard i == arguments.count, let address, devices > 0, count >= 0 else {
-            writeError("bench \(command): needs --address ADDRESS --devices D (D > 0)\(command == "bluez-ingest" ? " [--count N]" : "")")
+        guard i == arguments.count, let address, devices > 0, count >= 0, first >= 0, of >= 0, of == 0 || of >= devices,
+              devices <= 1_000_000, of <= 1_000_000, first <= 1_000_000 else {
+            writeError("bench \(command): needs --address ADDRESS --devices D (0 < D ≤ 1000000)"
+                + (command == "bluez-ingest" ? " [--count N]" : " [--first F --of M] (devices F…F+D-1 of M, wrapping; M ≥ D)"))
             return nil
         }
-        return (address, devices, count)
+        return (address, devices, count, first, of)
     }
 
-    /// A scenario of `n` RuuviTag-like devices, all advertising from the start.
-    static func scenario(devices n: Int) -> String {
+    /// A scenario of `n` RuuviTag-like devices, all advertising from the
+    /// start: devices `first`…`first + n - 1` of a numbering that wraps at
+    /// `of` (0: no wrap), so several simulators can share devices (a fleet:
+    /// the same tags heard by several gateways' radios).
+    static func scenario(devices n: Int, first: Int = 0, of: Int = 0) -> String {
         var entries: [String] = []
         entries.reserveCapacity(n)
-        for k in 0..<n {
+        for j in 0..<n {
+            let k = of > 0 ? (first + j) % of : first + j
             let a = String(format: "C0:%02X:%02X:%02X:%02X:%02X", (k >> 24) & 0xFF, (k >> 16) & 0xFF, (k >> 8) & 0xFF, k & 0xFF, 0x42)
             entries.append("""
                 {"address":"\(a)","addressType":"random","name":"Tag \(k)","rssi":-60,\
@@ -61,7 +71,7 @@ enum BlueZIngestBench {
     static func runSimulator(_ arguments: [String]) async -> Int32 {
         guard let o = options(arguments, "bluez-sim") else { return 64 }
         do {
-            let loaded = try Scenario.parse(scenario(devices: o.devices), fileName: "bench-scenario.json")
+            let loaded = try Scenario.parse(scenario(devices: o.devices, first: o.first, of: o.of), fileName: "bench-scenario.json")
             let simulator = BlueZSimulator(scenario: loaded)
             try await simulator.start(busAddress: o.address)
             let client = try await DBusConnection.connect(to: .address(o.address))

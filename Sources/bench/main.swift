@@ -11,7 +11,7 @@ usage: bench dbus-receive --address ADDRESS --count N
        bench dbus-decode [ITERATIONS]
        bench dbus-idle [SECONDS]
        bench parsing [--json] [--iterations N]
-       bench bluez-sim --address ADDRESS --devices D
+       bench bluez-sim --address ADDRESS --devices D [--first F --of M]
        bench bluez-ingest --address ADDRESS --devices D [--count N]
        bench terminal-diff [--json] [--color-mode MODE] [--min-time S]
        bench dashboard [--devices N] [--width W] [--height H] [--rounds R] [--idle SECONDS]
