@@ -231,7 +231,7 @@ public final class GatewayRuntime: Sendable {
         loop = PublishingLoop(planner: PublishPlanner(options: .init(topics: options.topics, selection: options.selection,
                                                                       policy: options.policy, discovery: options.discovery,
                                                                       fleet: coordinator == nil ? nil : fleetPublishing)),
-                              fleet: coordinator, identities: identities)
+                              fleet: coordinator, identities: identities, watched: Set(options.watched.keys))
     }
 
     /// Connects to bluetoothd's bus and opens the state directory. Nothing
@@ -784,7 +784,14 @@ public final class GatewayRuntime: Sendable {
                     if let uuids = options.watched[address] { manager.watch(DeviceID(adapter: adapterID, address: address), notify: uuids) }
                 case let .release(address):
                     logger.info("fleet: another gateway speaks for \(address) now")
-                    if options.watched[address] != nil { manager.unwatch(DeviceID(adapter: adapterID, address: address)) }
+                    if options.watched[address] != nil {
+                        // Its new owner connects: let go of the link (a peripheral often takes one central at a time).
+                        let id = DeviceID(adapter: adapterID, address: address)
+                        manager.unwatch(id)
+                        do { try await control.disconnect(id) } catch {
+                            logger.warning("fleet: could not disconnect \(address) after handing it over: \(error.description)")
+                        }
+                    }
                 case let .adoptIdentity(name):
                     logger.info("fleet: this gateway now speaks for identity \(name)")
                 case let .releaseIdentity(name):
@@ -862,11 +869,15 @@ actor PublishingLoop {
     nonisolated let inFleet: Bool
     /// Identities followed across address rotations (nil: none configured).
     private var identities: IdentityTracker?
+    /// Watched devices: in a fleet they are sighted before they have readings
+    /// (they have none until connected, and only their owner connects).
+    private let watched: Set<BluetoothAddress>
 
-    init(planner: PublishPlanner, fleet: FleetCoordinator? = nil, identities: IdentityTracker? = nil) {
+    init(planner: PublishPlanner, fleet: FleetCoordinator? = nil, identities: IdentityTracker? = nil, watched: Set<BluetoothAddress> = []) {
         self.planner = planner
         self.fleet = fleet
         self.identities = identities
+        self.watched = watched
         inFleet = fleet != nil
     }
 
@@ -933,7 +944,8 @@ actor PublishingLoop {
                     return
                 }
             }
-            guard fleet != nil, planner.options.selection.includes(address, decodable: row.format != nil || gatt[address] != nil) else { return }
+            guard fleet != nil, watched.contains(address)
+                    || planner.options.selection.includes(address, decodable: row.format != nil || gatt[address] != nil) else { return }
             fleet?.heard(address, rssi: rssi, at: at)
         }
         if let changes { for row in changes.rows { one(row, &out) } } else { for row in all { one(row, &out) } }

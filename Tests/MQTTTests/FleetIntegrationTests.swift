@@ -17,7 +17,7 @@ import TestSupport
 @Suite(.serialized, .timeLimit(.minutes(4))) struct FleetIntegrationTests {
     /// Seconds into the scenario at which the mover walks from the hall to the kitchen.
     static let moveAt = 15.0
-    static let ruuvi = "cbb8334c884f", mover = "a4c13812dbf8", atc = "a4c1385a1b2c"
+    static let ruuvi = "cbb8334c884f", mover = "a4c13812dbf8", atc = "a4c1385a1b2c", strap = "e45f01aa1001"
 
     @Test func oneBrokerOneOwnerPerDeviceHandoverFailoverAndSettleBack() async throws {
         try await withBroker { broker in
@@ -97,6 +97,13 @@ import TestSupport
             }
         }
         func owner(_ all: [Stamped], _ device: String) -> String? { claims(all, device).last?.1 }
+        /// The gateways of the strap's states that carry a heart rate, in order.
+        func heartRates(_ all: [Stamped]) -> [String] {
+            all.filter { $0.message.topic == "\(base)/\(strap)/state" }.compactMap { s in
+                guard let o = try? JSONSerialization.jsonObject(with: Data(s.message.payload)) as? [String: Any], o["heart_rate"] != nil else { return nil }
+                return o["gateway"] as? String
+            }
+        }
         func identityStates(_ all: [Stamped]) -> [IdentityState] {
             all.filter { $0.message.topic == "\(base)/id_phone/state" }.compactMap { s in
                 guard let o = try? JSONSerialization.jsonObject(with: Data(s.message.payload)) as? [String: Any],
@@ -130,6 +137,15 @@ import TestSupport
         }
         #expect(!converged.contains { $0.message.topic.contains("/hall_") || $0.message.topic.contains("/kitchen_") || $0.message.topic.contains("/garden_") },
                 "a gateway published a device under its own id")
+        // The watched strap: its owner (the kitchen, nearest) connects and publishes its heart rate; the hall does not connect.
+        let strapped = await inbox.wait(timeout: .seconds(20)) { all in
+            owner(all, strap) == "kitchen" && heartRates(all).contains { $0 == "kitchen" }
+        }
+        #expect(owner(strapped, strap) == "kitchen" && heartRates(strapped).contains("kitchen"), "\(claims(strapped, strap))\n\(logs())")
+        #expect(try site("kitchen").connected("E4:5F:01:AA:10:01"))
+        #expect(try !site("hall").connected("E4:5F:01:AA:10:01"), "the hall connected to a device it does not own")
+        #expect(!heartRates(strapped).contains("hall"))
+
         // A command over HTTP to a gateway that does not own the device: refused, naming the owner.
         let refused = try await site("hall").post("/api/devices/A4:C1:38:5A:1B:2C/actions", "{\"action\":\"connect\"}")
         #expect(refused.status == 409 && refused.body.contains("gateway kitchen speaks for A4:C1:38:5A:1B:2C"), "\(refused)")
@@ -174,8 +190,13 @@ import TestSupport
             #expect(seconds < 5, "failover took \(seconds) s")
             print("fleet: failover \(String(format: "%.2f", seconds)) s after SIGKILL (\(brokers) broker(s))")
         }
-        let resumed = await inbox.wait(timeout: .seconds(10)) { all in states(all, atc).last?.1 == "garden" }
+        let resumed = await inbox.wait(timeout: .seconds(15)) { all in
+            states(all, atc).last?.1 == "garden" && owner(all, strap) == "hall" && heartRates(all).last == "hall"
+        }
         #expect(states(resumed, atc).last?.1 == "garden")
+        // The strap: the hall takes it over, connects, subscribes again and publishes its heart rate.
+        #expect(owner(resumed, strap) == "hall" && heartRates(resumed).last == "hall", "\(claims(resumed, strap))\n\(logs())")
+        #expect(try site("hall").connected("E4:5F:01:AA:10:01"))
 
         // 4. Settle-back: it returns, hears the mover and the ATC best again, and takes them back after the dwell.
         try await sites["kitchen"]?.restart()
@@ -185,7 +206,16 @@ import TestSupport
         if let reclaimed = claims(back, atc).last(where: { $0.1 == "kitchen" }) {
             print("fleet: settle-back \(String(format: "%.2f", reclaimed.0.timeIntervalSince(returned))) s after restart (\(brokers) broker(s))")
         }
-        let final = await inbox.wait(timeout: .seconds(6)) { all in states(all, atc).last?.1 == "kitchen" }
+        let final = await inbox.wait(timeout: .seconds(10)) { all in
+            states(all, atc).last?.1 == "kitchen" && owner(all, strap) == "kitchen" && heartRates(all).last == "kitchen"
+        }
+        // The strap went back to the kitchen, and the hall let go of its link.
+        #expect(owner(final, strap) == "kitchen" && heartRates(final).last == "kitchen", "\(claims(final, strap))\n\(logs())")
+        // (bluetoothd, and the simulator, take disconnectDelay, 2 s, to drop a link.)
+        let hall = try site("hall")
+        let deadline = Date().addingTimeInterval(8)
+        while hall.connected("E4:5F:01:AA:10:01"), Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
+        #expect(!hall.connected("E4:5F:01:AA:10:01"), "the hall kept its link to a device it handed back\n\(logs())")
         let atcStates = states(final, atc)
         let lastKitchenClaim = try #require(claims(final, atc).last { $0.1 == "kitchen" })
         #expect(!atcStates.contains { $0.0 > lastKitchenClaim.0.addingTimeInterval(0.5) && $0.1 != "kitchen" },
@@ -210,8 +240,20 @@ final class FleetSite: @unchecked Sendable {
     let log: String
     let httpPort: Int
     private let pid = Lock<pid_t?>(nil)
+    /// The simulator's notable events ("device E4:5F:01:AA:10:01 connected", …).
+    let events: Lock<[String]>
 
-    private init(room: String, bus: PrivateBus, simulator: BlueZSimulator, config: String, log: String, httpPort: Int) {
+    /// Whether the simulated radio's last connection event for `address` left it connected.
+    func connected(_ address: String) -> Bool {
+        events.withLock { lines in
+            lines.last { $0.hasPrefix("device \(address) connected") || $0.hasPrefix("device \(address) disconnected") }?
+                .hasPrefix("device \(address) connected") ?? false
+        }
+    }
+
+    private init(room: String, bus: PrivateBus, simulator: BlueZSimulator, config: String, log: String, httpPort: Int,
+                 events: Lock<[String]>) {
+        self.events = events
         self.room = room
         self.bus = bus
         self.simulator = simulator
@@ -264,8 +306,18 @@ final class FleetSite: @unchecked Sendable {
         return try (0..<24).map { k in try #require(key.resolvablePrivateAddress(prand: 0x1234 + UInt32(k) * 7919)).description }
     }
 
+    /// A heart-rate strap every gateway is told to watch (connect, subscribe to 2a37): heard best in the kitchen.
+    static let strapHeard: [String: Int] = ["kitchen": -50, "hall": -70]
+
     static func scenario(room: String) throws -> String {
         var devices: [String] = []
+        if let rssi = strapHeard[room] {
+            let events = (0..<480).map { step in "{\"at\": \(Double(step) * 0.5), \"rssi\": \(rssi + step % 3 - 1)}" }
+            devices.append("{\"address\": \"E4:5F:01:AA:10:01\", \"addressType\": \"random\", \"name\": \"Polar H10\", \"rssi\": \(rssi), "
+                + "\"uuids\": [\"180d\"], \"advertising\": {\"timeline\": [\(events.joined(separator: ","))]}, "
+                + "\"gatt\": [{\"uuid\": \"180d\", \"characteristics\": [{\"uuid\": \"2a37\", \"flags\": [\"notify\"], \"value\": \"10485503\", "
+                + "\"notifications\": {\"timeline\": [{\"at\": 0.5, \"value\": \"10485503\"}, {\"at\": 1.0, \"value\": \"104a3e03\"}], \"repeatEvery\": 1.5}}]}]}")
+        }
         if let rssi = phoneHeard[room] {
             for (k, address) in try phoneAddresses().enumerated() {
                 let from = Double(k) * 10
@@ -297,21 +349,23 @@ final class FleetSite: @unchecked Sendable {
         let scenarioFile = dir.appendingPathComponent("\(room).json")
         try scenario(room: room).write(to: scenarioFile, atomically: true, encoding: .utf8)
         let bus = try PrivateBus.start()
-        let simulator = BlueZSimulator(scenario: try Scenario.load(path: scenarioFile.path))
+        let events = Lock<[String]>([])
+        let simulator = BlueZSimulator(scenario: try Scenario.load(path: scenarioFile.path),
+                                       options: SimulatorOptions(log: { line in events.withLock { $0.append(line) } }))
         try await simulator.start(busAddress: bus.address)
         let config = dir.appendingPathComponent("\(room).yaml").path
         let httpPort = try freeLoopbackPort()
         try """
             gateway: { id: \(room), state_dir: "\(dir.appendingPathComponent("state-\(room)").path)" }
             bluez: { bus: "\(bus.address)", ping_interval: 0 }
-            devices: { expire_after: 20, identities: { phone: \(phoneKey) } }
+            devices: { expire_after: 20, identities: { phone: \(phoneKey) }, watch: [{ address: "E4:5F:01:AA:10:01", subscribe: [2a37] }] }
             publish: { min_interval: 0, heartbeat: 0 }
             mqtt: { host: 127.0.0.1, port: \(broker.port), keepalive: 5 }
             fleet: { name: home, room: \(room), dwell: 2, sighting_interval: 0.5, stale_after: 4 }
             http: { listen: "127.0.0.1:\(httpPort)" }
             """.write(toFile: config, atomically: true, encoding: .utf8)
         let site = FleetSite(room: room, bus: bus, simulator: simulator, config: config,
-                             log: dir.appendingPathComponent("\(room).log").path, httpPort: httpPort)
+                             log: dir.appendingPathComponent("\(room).log").path, httpPort: httpPort, events: events)
         try site.launch()
         return site
     }
