@@ -137,6 +137,17 @@ public struct OwnershipTable: Sendable {
         devices.keys.filter { decide($0, now: now) == .claim }.sorted()
     }
 
+    /// Devices whose claim is held by a gateway that went offline and that no
+    /// gateway hears any more (no fresh sighting from an online one): nobody
+    /// will claim them, so their status would stay as the dead owner left it.
+    /// O(devices).
+    public func orphans(now: Double) -> [String] {
+        devices.compactMap { id, d in
+            guard let c = d.claim, offline.contains(c), best(d, now: now) == nil else { return nil }
+            return id
+        }.sorted()
+    }
+
     /// Drops the devices no gateway has heard since `horizon` (their claims
     /// lapsed long ago): what keeps the table to the devices around.
     public mutating func forget(heardBefore horizon: Double) {

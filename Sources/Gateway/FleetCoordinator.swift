@@ -42,6 +42,8 @@ struct FleetCoordinator: Sendable {
     /// Devices whose claim (as the broker last said) is this gateway's.
     private(set) var owned: Set<String> = []
     private var readyAt: Double?
+    /// The other gateways whose status said `online` last.
+    private var online: Set<String> = []
     /// Sighting batches and claims from the broker that could not be read.
     private(set) var refused = 0
     /// What this gateway sent and received, for the metrics.
@@ -158,6 +160,7 @@ struct FleetCoordinator: Sendable {
             let text = String(decoding: payload, as: UTF8.self)
             if text == GatewayTopics.online || text == GatewayTopics.offline {
                 table.gateway(gateway, online: text == GatewayTopics.online)
+                if text == GatewayTopics.online { online.insert(gateway) } else { online.remove(gateway) }
             }
         }
         return ([], nil)
@@ -191,6 +194,16 @@ struct FleetCoordinator: Sendable {
         }
         if !entries.isEmpty { out.append(batch(entries, now: now)) }
         if let readyAt, now >= readyAt {
+            // A dead owner's devices that nobody hears: the online gateway whose id
+            // sorts first says they are offline and clears the claim.
+            if online.allSatisfy({ me < $0 }) {
+                for id in table.orphans(now: now) {
+                    let status = "\(topics.deviceScope)/\(id)/status"
+                    out.append(OutgoingMessage(topic: status, payload: Array(GatewayTopics.offline.utf8), retain: true, qos: 1))
+                    out.append(OutgoingMessage(topic: topics.fleetOwner(id), payload: [], retain: true, qos: 1))
+                    table.claimed(id, by: nil)
+                }
+            }
             for id in table.claimsDue(now: now) where now - (claimSent[id] ?? -.infinity) >= 5 {
                 claimSent[id] = now
                 statistics.claimsSent &+= 1

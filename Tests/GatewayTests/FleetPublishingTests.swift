@@ -216,3 +216,29 @@ import Vocabulary
     #expect(text.contains("blecompanion_fleet_claims_total 4\n"))
     #expect(text.contains("blecompanion_fleet_refused_total 1\n"))
 }
+
+@Test func aDeadOwnersDevicesThatNobodyHearsAreSaidOfflineByOneGateway() throws {
+    let topics = GatewayTopics(gatewayID: "attic", fleet: "home")
+    let now = 1_800_000_000.0
+    func member(_ name: String) -> FleetCoordinator {
+        var c = FleetCoordinator(me: name, room: name, topics: GatewayTopics(gatewayID: name, fleet: "home"),
+                                 options: .init(rule: .init(staleAfter: 6), interval: 1, settle: 0))
+        c.subscribed(now: now)
+        for other in ["attic", "hall", "kitchen"] where other != name {
+            _ = c.received(topic: "blecompanion/\(other)/status", payload: Array("online".utf8))
+        }
+        _ = c.received(topic: "blecompanion/fleet/home/owner/aa0000000001", payload: OwnerClaim(gateway: "kitchen", at: now).json)
+        _ = c.received(topic: "blecompanion/fleet/home/sightings/kitchen",
+                       payload: SightingBatch(gateway: "kitchen", room: "k", at: now, devices: ["aa0000000001": .init(rssi: -60)]).json)
+        _ = c.received(topic: "blecompanion/kitchen/status", payload: Array("offline".utf8))
+        return c
+    }
+    var attic = member("attic"), hall = member("hall")
+    let fromAttic = attic.tick(now: now + 1) { _ in nil }
+    #expect(fromAttic.contains { $0.topic == "blecompanion/fleet/home/aa0000000001/status" && $0.text == "offline" && $0.retain })
+    #expect(fromAttic.contains { $0.topic == topics.fleetOwner("aa0000000001") && $0.payload.isEmpty && $0.retain })
+    // Only one gateway says so: the one whose id sorts first among those online.
+    #expect(!hall.tick(now: now + 1) { _ in nil }.contains { $0.topic.hasSuffix("/status") })
+    // Said once.
+    #expect(!attic.tick(now: now + 2) { _ in nil }.contains { $0.topic.hasSuffix("/status") })
+}
