@@ -187,11 +187,22 @@ struct GatewayHTTPAPI: Sendable {
             return .json(status: .badRequest, GatewayCommandReply(id: error.id, action: nil, address: address, error: error.description).json)
         }
         if runtime.loop.inFleet, await !runtime.loop.fleetOwns(address) {
-            // Only a device's owner connects to it (docs/GATEWAY.md, "Fleet").
-            let owner = await runtime.loop.fleetOwner(of: address, now: Date())
-            let text = owner.map { "gateway \($0) speaks for \(address) in this fleet: send the command to it, or over MQTT" }
-                ?? "no gateway of this fleet hears \(address) now"
-            return .json(status: HTTPStatus(409), GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address, error: text).json)
+            // Only a device's owner connects to it (docs/GATEWAY.md, "Fleet"):
+            // the command goes to the owner through the broker, and its reply back.
+            guard let owner = await runtime.loop.fleetOwner(of: address, now: Date()) else {
+                let text = "no gateway of this fleet hears \(address) now"
+                return .json(status: HTTPStatus(409), GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address, error: text).json)
+            }
+            switch await runtime.forward(request.body, id: command.id, to: address) {
+            case let .answered(reply, ok):
+                return .json(status: ok ? .ok : HTTPStatus(502), reply)
+            case .noBroker:
+                let text = "gateway \(owner) speaks for \(address) in this fleet and this gateway is not connected to the broker to pass the command on"
+                return .json(status: .serviceUnavailable, GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address, error: text).json)
+            case .timedOut:
+                let text = "gateway \(owner) speaks for \(address) in this fleet and did not answer within \(GatewayRuntime.forwardTimeout)"
+                return .json(status: HTTPStatus(504), GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address, error: text).json)
+            }
         }
         let reply = await runtime.execute(command, on: address)
         return .json(status: reply.ok ? .ok : reply.busy ? .serviceUnavailable : HTTPStatus(502), reply.json)

@@ -810,6 +810,40 @@ public final class GatewayRuntime: Sendable {
         }
     }
 
+    /// How long an HTTP command passed on to another gateway of the fleet waits for its reply.
+    static let forwardTimeout: Duration = .seconds(45)
+
+    enum Forwarded: Sendable {
+        case answered([UInt8], ok: Bool)
+        case noBroker
+        case timedOut
+    }
+
+    /// Fleet mode: sends a command (the HTTP request's JSON `body`) for
+    /// `address` to the device's command topic, where its owner takes it, and
+    /// returns the owner's reply. `id` is the command's own, or one is made
+    /// up so the reply can be told from others'.
+    func forward(_ body: [UInt8], id: String?, to address: BluetoothAddress) async -> Forwarded {
+        guard let client = parts.withLock({ $0.mqtt }), client.connectionState == .connected else { return .noBroker }
+        let tag = id ?? "http-\(UUID().uuidString.lowercased())"
+        var payload = body
+        if id == nil, var object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] {
+            object["id"] = tag
+            if let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]) { payload = Array(data) }
+        }
+        let replies: AsyncStream<MQTTMessage>
+        do throws(MQTTError) { replies = try await client.subscribe(options.topics.reply(address)) } catch { return .noBroker }
+        do throws(MQTTError) {
+            try await client.publish(MQTTMessage(topic: options.topics.command(address), payload: payload, qos: .atLeastOnce, retain: false))
+        } catch { return .noBroker }
+        let reply = await firstElement(of: replies, within: Self.forwardTimeout) { message in
+            ((try? JSONSerialization.jsonObject(with: Data(message.payload))) as? [String: Any])?["id"] as? String == tag
+        }
+        guard let reply else { return .timedOut }
+        let ok = ((try? JSONSerialization.jsonObject(with: Data(reply.payload))) as? [String: Any])?["ok"] as? Bool ?? false
+        return .answered(reply.payload, ok: ok)
+    }
+
     private func handleMQTTCommand(_ message: MQTTMessage) async {
         // <root>/<addr>/command (the subscription's filter)
         let device = options.topics.deviceLevels(of: message.topic)
