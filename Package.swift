@@ -145,7 +145,7 @@ let package = Package(
         // Fuzz harnesses for every other reader of outside bytes (scripts/fuzz-all).
         .executableTarget(name: "fuzz", dependencies: [
             "Vocabulary", "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "ScenarioFormat", "CaptureImport", "Gateway", "GatewayConfig",
-            "HTTPServer",
+            "HTTPServer", "Fleet",
         ], path: "Sources/Fuzz"),
         // Test support: writes readings until killed (crash-consistency test).
         .executableTarget(name: "readings-writer", dependencies: ["Vocabulary", "Domain", "BlueZ", "BLEParsing"], path: "Sources/ReadingsWriter"),

@@ -62,7 +62,7 @@ public struct SightingBatch: Sendable, Equatable {
         }
         let room = object["room"] as? String
         if object["room"] != nil, room == nil { throw .invalid("sighting batch from \(gateway): \"room\" must be a string") }
-        guard let at = FleetJSON.double(object["at"]), at.isFinite, at >= 0, at < 1e11 else {
+        guard let at = FleetJSON.double(object["at"]), at.isFinite, at >= 0, at <= 9_999_999_999 else {
             throw .invalid("sighting batch from \(gateway): \"at\" must be seconds since 1970")
         }
         guard let list = object["devices"] as? [String: Any] else {
@@ -106,7 +106,7 @@ public struct OwnerClaim: Sendable, Equatable {
         guard let gateway = object["gateway"] as? String, FleetIDs.isGatewayID(gateway) else {
             throw .invalid("owner claim: \"gateway\" must be a gateway id")
         }
-        guard let at = FleetJSON.double(object["at"]), at.isFinite, at >= 0, at < 1e11 else {
+        guard let at = FleetJSON.double(object["at"]), at.isFinite, at >= 0, at <= 9_999_999_999 else {
             throw .invalid("owner claim by \(gateway): \"at\" must be seconds since 1970")
         }
         return OwnerClaim(gateway: gateway, at: at)

@@ -8,6 +8,7 @@ import BLEParsing
 import BlueZ
 import BlueZSimulator
 import CaptureImport
+import Fleet
 @_spi(Fuzzing) import DBus
 import Gateway
 import GatewayConfig
@@ -35,6 +36,10 @@ enum Harness: String, CaseIterable {
     /// What a client sends the gateway's HTTP API, through the request
     /// reader a connection runs before any handler (see `HTTPRequestFuzzing`).
     case http
+    /// What another gateway of a fleet publishes (sighting batches, owner
+    /// claims): what the readers accept must read back the same from what
+    /// the writers make of it.
+    case fleet
 
     func run(_ input: [UInt8]) -> Int {
         switch self {
@@ -45,8 +50,27 @@ enum Harness: String, CaseIterable {
         case .command: return fuzzCommand(input)
         case .text: return fuzzText(input)
         case .http: return HTTPRequestFuzzing.run(input)
+        case .fleet: return fuzzFleet(input)
         }
     }
+}
+
+private func fuzzFleet(_ input: [UInt8]) -> Int {
+    var total = 0
+    if let batch = try? SightingBatch.parse(input) {
+        guard let again = try? SightingBatch.parse(batch.json), again.gateway == batch.gateway, again.room == batch.room,
+              again.devices == batch.devices, abs(again.at - batch.at) < 0.001 else {
+            preconditionFailure("a sighting batch did not read back from its own JSON: \(String(decoding: batch.json, as: UTF8.self))")
+        }
+        total &+= batch.devices.count &+ 1
+    }
+    if let claim = try? OwnerClaim.parse(input) {
+        guard let again = try? OwnerClaim.parse(claim.json), again.gateway == claim.gateway, abs(again.at - claim.at) < 0.001 else {
+            preconditionFailure("an owner claim did not read back from its own JSON: \(String(decoding: claim.json, as: UTF8.self))")
+        }
+        total &+= 2
+    }
+    return total
 }
 
 private func fuzzBtsnoop(_ input: [UInt8]) -> Int {

@@ -11,9 +11,16 @@ enum Seeds {
         case .command: return commands.map { Array($0.utf8) }
         case .text: return words.map { Array($0.utf8) }
         case .http: return requests.map { [UInt8(7)] + Array($0.utf8) }
+        case .fleet: return fleet.map { Array($0.utf8) }
         case .btsnoop, .scenario, .config: return []
         }
     }
+
+    static let fleet = [
+        #"{"gateway":"hall","room":"Hall","at":1764200000.250,"devices":{"cbb8334c884f":{"rssi":-63,"state":"9f3a"},"id_phone":{"rssi":-70}}}"#,
+        #"{"gateway":"hall","at":1764200000.250}"#, #"{"gateway":"k-1","at":0,"devices":{}}"#,
+        #"{"gateway":"a","at":1,"devices":{"e45f01aa1001":{"rssi":20.4}}}"#, "",
+    ]
 
     static let commands = [
         #"{"action": "connect"}"#, #"{"action": "disconnect", "id": 7}"#,

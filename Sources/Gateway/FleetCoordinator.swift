@@ -92,6 +92,13 @@ struct FleetCoordinator: Sendable {
         smoothed[id] = (s, at)
         table.heard(id, by: me, rssi: s, at: at)
         dirty.insert(id)
+        // A flood of new addresses: the table forgets its oldest half at its
+        // capacity; what this gateway keeps beside it follows (amortised O(1)).
+        if smoothed.count > table.capacity + table.capacity / 2 {
+            smoothed = smoothed.filter { !table.sightings(of: $0.key).isEmpty }
+            lastSent = lastSent.filter { smoothed[$0.key] != nil }
+            dirty = dirty.filter { smoothed[$0] != nil }
+        }
     }
 
     // MARK: - What the broker says

@@ -242,3 +242,16 @@ import Vocabulary
     // Said once.
     #expect(!attic.tick(now: now + 2) { _ in nil }.contains { $0.topic.hasSuffix("/status") })
 }
+
+@Test func aFloodOfNewDevicesKeepsTheCoordinatorBounded() throws {
+    var c = FleetCoordinator(me: "hall", room: "hall", topics: GatewayTopics(gatewayID: "hall", fleet: "home"), options: .init())
+    let now = 1_800_000_000.0
+    for i in 0..<120_000 {
+        c.heard(BluetoothAddress(value: 0xC000_0000_0000 | UInt64(i)), rssi: -70, at: now + Double(i) / 1000)
+    }
+    #expect(c.table.deviceCount <= c.table.capacity)
+    // One batch, and it is split at the message limit.
+    let out = c.tick(now: now + 121) { _ in nil }
+    #expect(out.allSatisfy { (try? SightingBatch.parse($0.payload))?.devices.count ?? .max <= SightingBatch.maximumDevices })
+    #expect(out.count <= (c.table.capacity * 3 / 2) / SightingBatch.maximumDevices + 1)
+}
