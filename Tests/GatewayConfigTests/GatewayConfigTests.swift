@@ -658,3 +658,13 @@ func intervalKeysRefuseNumbersOutsideTheirBounds(template: String, value: String
     #expect(bad.dropFirst().first?.message.contains("got 4 hex characters") == true)
     #expect(bad.last?.message.contains("the same key as identity x") == true)
 }
+
+@Test func fleetFixtureLoadsWithItsValues() throws {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let c = try GatewayConfiguration.load(path: root.appendingPathComponent("fixtures/gateway/fleet-hall.yaml").path)
+    #expect(c.gatewayID == "hall")
+    #expect(c.fleet == .init(name: "home", room: "Hall", hysteresis: 6, dwell: 10, staleAfter: 30, sightingInterval: 2))
+    #expect(c.identities["ann_phone"] == [0xEC, 0x02, 0x34, 0xA3, 0x57, 0xC8, 0xAD, 0x05, 0x34, 0x10, 0x10, 0xA6, 0x0A, 0x39, 0x7D, 0x9B])
+    #expect(c.bondedIdentities == "/var/lib/bluetooth")
+    #expect(c.mqtt?.keepAlive == 15)
+}
