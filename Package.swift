@@ -111,7 +111,7 @@ let package = Package(
             "Vocabulary", "BlueZ", "BLEParsing", "Locking", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         // Fleet mode's rule and messages (which gateway speaks for a device), pure: no MQTT, no clock.
-        .target(name: "Fleet"),
+        .target(name: "Fleet", dependencies: ["Vocabulary"]),
         .target(name: "Presenters", dependencies: ["Vocabulary", "Domain", "BlueZ", "BLEParsing", "Bounds", "Locking", .product(name: "Logging", package: "swift-log")]),
 
         // MARK: Layer 3: front ends (Screen owns a presenter; Content is pure State -> output)
@@ -165,7 +165,7 @@ let package = Package(
             .product(name: "GRDB", package: "GRDB.swift"),
         ]),
         .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Fleet", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "FleetTests", dependencies: ["Fleet"]),
+        .testTarget(name: "FleetTests", dependencies: ["Fleet", "TestSupport"]),
         .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "Vocabulary"]),
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),

@@ -1,4 +1,5 @@
 import Foundation
+import Vocabulary
 
 /// What one gateway tells the fleet it hears, one message per publish tick
 /// (docs/GATEWAY.md, "Fleet"): for each device heard since the last one (or
@@ -140,18 +141,8 @@ public enum FleetIDs {
 }
 
 enum FleetJSON {
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where u.value < 0x20: out += String(format: "\\u%04x", u.value)
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
-    }
+    /// The one JSON string escaper (Vocabulary's).
+    static func quote(_ s: String) -> String { JSONValue.quote(s) }
 
     /// Seconds with millisecond precision.
     static func seconds(_ t: Double) -> String { String(format: "%.3f", t) }

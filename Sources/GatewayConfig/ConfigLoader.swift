@@ -232,17 +232,7 @@ struct ConfigLoader {
                     continue
                 }
                 firstLines[address] = pair.keyLine
-                let expected = "a bindkey of 32 hex characters (16 bytes)"
-                guard let text = reader.text(pair, expected: expected) else { continue }
-                let key: [UInt8]
-                do { key = try Hex.bytes(text) } catch {
-                    reader.report(pair, "a bindkey is 16 bytes of hex: \(error.description)")
-                    continue
-                }
-                guard key.count == 16 else {
-                    reader.report(pair, "expected \(expected), got \(key.count * 2) hex characters")
-                    continue
-                }
+                guard let key = key16(pair, what: "a bindkey", form: "") else { continue }
                 configuration.bindkeys[address] = key
             }
         }
@@ -254,17 +244,7 @@ struct ConfigLoader {
                     reader.report(line: pair.keyLine, key: pair.path, "an identity name is 1 to 60 letters, digits, \"_\" or \"-\" (it is used in MQTT topics and Home Assistant ids), got \(ConfigReader.quote(name))")
                     continue
                 }
-                let expected = "an identity resolving key of 32 hex characters (16 bytes, most significant first)"
-                guard let text = reader.text(pair, expected: expected) else { continue }
-                let key: [UInt8]
-                do { key = try Hex.bytes(text) } catch {
-                    reader.report(pair, "an identity resolving key is 16 bytes of hex: \(error.description)")
-                    continue
-                }
-                guard key.count == 16 else {
-                    reader.report(pair, "expected \(expected), got \(key.count * 2) hex characters")
-                    continue
-                }
+                guard let key = key16(pair, what: "an identity resolving key", form: ", most significant first") else { continue }
                 if let same = configuration.identities.first(where: { $0.value == key }) {
                     reader.report(pair, "the same key as identity \(same.key); one device, one identity")
                     continue
@@ -306,6 +286,22 @@ struct ConfigLoader {
         if let entry = section.value("expire_after"), let seconds = reader.seconds(entry, minimum: 0, exclusive: true) {
             configuration.expireAfter = seconds
         }
+    }
+
+    /// A 16-byte key written as hex (bindkeys, identity resolving keys); nil when it is not one (reported).
+    func key16(_ entry: Entry, what: String, form: String) -> [UInt8]? {
+        let expected = "\(what) of 32 hex characters (16 bytes\(form))"
+        guard let text = reader.text(entry, expected: expected) else { return nil }
+        let key: [UInt8]
+        do { key = try Hex.bytes(text) } catch {
+            reader.report(entry, "\(what) is 16 bytes of hex: \(error.description)")
+            return nil
+        }
+        guard key.count == 16 else {
+            reader.report(entry, "expected \(expected), got \(key.count * 2) hex characters")
+            return nil
+        }
+        return key
     }
 
     func address(_ entry: Entry) -> BluetoothAddress? {

@@ -4,21 +4,7 @@ import TestSupport
 
 /// `GET url` by curl (no redirects, 3 s at most): the status (0 when there
 /// was no answer) and the body.
-func httpGet(_ url: String) async throws -> (status: Int, body: String) {
-    try await offPool {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        p.arguments = ["-s", "-m", "3", "-w", "\n%{http_code}", url]
-        let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
-    }
-}
+func httpGet(_ url: String) async throws -> (status: Int, body: String) { try await curl(url) }
 
 /// `GET url` every 0.2 s until `condition` holds or `seconds` pass; the last answer.
 func httpWait(_ url: String, seconds: Double,

@@ -1,17 +1,12 @@
 import Testing
+import TestSupport
 @testable import Fleet
 
-/// A small deterministic generator (SplitMix64): the noise is the same every run.
+/// Uniform noise in -amplitude...amplitude dB from the tests' seeded generator: the same every run.
 struct Noise {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// Uniform in -amplitude...amplitude.
+    var generator: SeededGenerator
+    init(state: UInt64) { generator = SeededGenerator(seed: state) }
+    mutating func next() -> UInt64 { generator.next() }
     mutating func dB(_ amplitude: Double) -> Double { (Double(next() % 10_001) / 10_000 * 2 - 1) * amplitude }
 }
 

@@ -221,9 +221,8 @@ import TestSupport
         #expect(owner(final, strap) == "kitchen" && heartRates(final).last == "kitchen", "\(claims(final, strap))\n\(logs())")
         // (bluetoothd, and the simulator, take disconnectDelay, 2 s, to drop a link.)
         let hall = try site("hall")
-        let deadline = Date().addingTimeInterval(8)
-        while hall.connected("E4:5F:01:AA:10:01"), Date() < deadline { try await Task.sleep(for: .milliseconds(100)) }
-        #expect(!hall.connected("E4:5F:01:AA:10:01"), "the hall kept its link to a device it handed back\n\(logs())")
+        let released = await eventually(8) { !hall.connected("E4:5F:01:AA:10:01") }
+        #expect(released, "the hall kept its link to a device it handed back\n\(logs())")
         let atcStates = states(final, atc)
         let lastKitchenClaim = try #require(claims(final, atc).last { $0.1 == "kitchen" })
         #expect(!atcStates.contains { $0.0 > lastKitchenClaim.0.addingTimeInterval(0.5) && $0.1 != "kitchen" },
@@ -270,22 +269,9 @@ final class FleetSite: @unchecked Sendable {
         self.httpPort = httpPort
     }
 
-    /// `POST body` to this gateway's HTTP API `path` (curl, 5 s at most): status and body.
+    /// `POST body` to this gateway's HTTP API `path`: status and body.
     func post(_ path: String, _ body: String) async throws -> (status: Int, body: String) {
-        let url = "http://127.0.0.1:\(httpPort)\(path)"
-        return try await offPool {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-            p.arguments = ["-s", "-m", "5", "-X", "POST", "-H", "Content-Type: application/json", "-d", body, "-w", "\n%{http_code}", url]
-            let out = Pipe()
-            p.standardOutput = out
-            p.standardError = FileHandle.nullDevice
-            try p.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            p.waitUntilExit()
-            let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-            return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
-        }
+        try await curl("http://127.0.0.1:\(httpPort)\(path)", ["-X", "POST", "-H", "Content-Type: application/json", "-d", body], seconds: 5)
     }
 
     /// What each room hears: RSSI per device before and after the move (nil: not heard).

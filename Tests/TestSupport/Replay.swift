@@ -200,6 +200,25 @@ public struct SeededGenerator: RandomNumberGenerator {
     }
 }
 
+/// An HTTP request by curl (no redirects, `seconds` at most): the status (0
+/// when there was no answer) and the body. `arguments` go before the URL
+/// (`["-X", "POST", "-d", body]`).
+public func curl(_ url: String, _ arguments: [String] = [], seconds: Int = 3) async throws -> (status: Int, body: String) {
+    try await offPool {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        p.arguments = ["-s", "-m", "\(seconds)", "-w", "\n%{http_code}"] + arguments + [url]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        return (Int(lines.last ?? "") ?? 0, lines.dropLast().joined(separator: "\n"))
+    }
+}
+
 /// Polls a cheap local condition (state in memory, a log file) every 5 ms
 /// until it holds (true) or `seconds` pass (false).
 public func eventually(_ seconds: Double = 5, _ condition: () -> Bool) async -> Bool {
