@@ -44,9 +44,8 @@ struct FleetCoordinator: Sendable {
     private var readyAt: Double?
     /// The other gateways whose status said `online` last.
     private var online: Set<String> = []
-    /// Sighting batches and claims from the broker that could not be read.
-    private(set) var refused = 0
-    /// What this gateway sent and received, for the metrics.
+    /// What this gateway sent and received (and refused: sighting batches and
+    /// claims that could not be read), for the metrics.
     private(set) var statistics = Statistics()
 
     struct Statistics: Sendable, Equatable {
@@ -120,7 +119,6 @@ struct FleetCoordinator: Sendable {
         if topic.hasPrefix(sightings) {
             let batch: SightingBatch
             do { batch = try SightingBatch.parse(payload) } catch {
-                refused += 1
                 statistics.refused &+= 1
                 return ([], "\(topic): \(error.description)")
             }
@@ -135,13 +133,11 @@ struct FleetCoordinator: Sendable {
         if topic.hasPrefix(owner) {
             let id = String(topic.dropFirst(owner.count))
             guard FleetIDs.isDeviceID(id) else {
-                refused += 1
                 statistics.refused &+= 1
                 return ([], "\(topic): not a device id")
             }
             let claim: OwnerClaim?
             do { claim = try OwnerClaim.parse(payload) } catch {
-                refused += 1
                 statistics.refused &+= 1
                 return ([], "\(topic): \(error.description)")
             }

@@ -944,7 +944,7 @@ actor PublishingLoop {
     func tick(now: Date) -> [OutgoingMessage] {
         guard !stopped else { return [] }
         var out = planner.tick(now: now)
-        if identities != nil { out += identities!.expire(now: now.timeIntervalSince1970) }
+        out += identities?.expire(now: now.timeIntervalSince1970) ?? []
         updateDeadline()
         return out
     }
@@ -970,8 +970,7 @@ actor PublishingLoop {
             guard !row.stale, let rssi = row.rssi, let seen = row.lastSeen else { return }
             let address = row.id.address
             let at = seen.timeIntervalSince1970
-            if identities != nil, address.randomAddressType == .resolvablePrivate {
-                let (name, messages) = identities!.heard(address, rssi: rssi, at: at)
+            if address.randomAddressType == .resolvablePrivate, let (name, messages) = identities?.heard(address, rssi: rssi, at: at) {
                 out += messages
                 if let name {
                     fleet?.heardIdentity(name, rssi: rssi, at: at)
@@ -993,8 +992,7 @@ actor PublishingLoop {
     func fleetReceived(topic: String, payload: [UInt8], now: Date)
         -> ([OutgoingMessage], [FleetCoordinator.Change], String?)
     {
-        guard !stopped, fleet != nil else { return ([], [], nil) }
-        let (changes, problem) = fleet!.received(topic: topic, payload: payload)
+        guard !stopped, let (changes, problem) = fleet?.received(topic: topic, payload: payload) else { return ([], [], nil) }
         var out: [OutgoingMessage] = []
         for change in changes {
             switch change {
@@ -1010,9 +1008,9 @@ actor PublishingLoop {
 
     /// Sightings and claims due now.
     func fleetTick(now: Date) -> [OutgoingMessage] {
-        guard !stopped, fleet != nil else { return [] }
+        guard !stopped else { return [] }
         let planner = self.planner
-        return fleet!.tick(now: now.timeIntervalSince1970) { planner.sentStateHash($0) }
+        return fleet?.tick(now: now.timeIntervalSince1970) { planner.sentStateHash($0) } ?? []
     }
 
     /// Identities resolved so far, for tests and metrics: name → the address it uses now.

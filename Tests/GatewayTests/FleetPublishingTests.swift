@@ -177,7 +177,7 @@ import Vocabulary
         #expect(changes.isEmpty && problem?.contains("gateway") == true)
         let (_, bad) = c.received(topic: "blecompanion/fleet/home/owner/nope", payload: OwnerClaim(gateway: "kitchen", at: 1).json)
         #expect(bad?.contains("not a device id") == true)
-        #expect(c.refused == 2)
+        #expect(c.currentStatistics.refused == 2)
     }
 
     @Test func aRestartedGatewayTakesBackWhatItsRetainedClaimSays() throws {
