@@ -153,7 +153,7 @@ let package = Package(
         // MARK: Tests
         .testTarget(name: "VocabularyTests", dependencies: ["Vocabulary"]),
         .testTarget(name: "DBusTests", dependencies: ["DBus"]),
-        .testTarget(name: "BLEParsingTests", dependencies: ["Vocabulary", "BLEParsing"]),
+        .testTarget(name: "BLEParsingTests", dependencies: ["Vocabulary", "BLEParsing", "TestSupport"]),
         .testTarget(name: "CaptureImportTests", dependencies: ["Vocabulary", "CaptureImport", "BLEParsing", "BlueZSimulator", "ScenarioFormat", "DBus", "TestSupport"]),
         .testTarget(name: "BluetoothHCITests", dependencies: ["BluetoothHCI"]),
         // Shared by test targets only: a private mosquitto, child processes, blocking work off the pool.

@@ -14,7 +14,7 @@ import Vocabulary
 /// | 4 | `GATTDecoder.decode` with a presentation format | 7-byte 0x2904 value, value |
 /// | 5 | `AdvertisementDecoder.decode` (detector) with SwitchBot-style service + manufacturer data | [mac+key]? split, bytes |
 /// | 6 | text parsers: `parseHex`, `BluetoothUUID(parsing:)`, `BluetoothAddress(parsing:)`, `IdentityResolvingKey(bluetoothdInfo:)` | UTF-8 text |
-/// | 7 | strict `AdvertisingData.parse` and `PresentationFormat(bytes:)` | bytes |
+/// | 7 | strict `AdvertisingData.parse`, `PresentationFormat(bytes:)`, and a profile `FieldLayout` (decode, encode, decode again) | bytes |
 ///
 /// "mac+key" is 6 address bytes (display order) and a 16-byte bindkey.
 /// Every successful model is serialised to JSON so the writer is covered too.
@@ -109,8 +109,40 @@ enum FuzzHarness {
             if let pf = try? PresentationFormat(bytes: Array(rest.prefix(7))) {
                 total &+= pf.formatName.utf8.count &+ (pf.unitSymbol?.utf8.count ?? 0)
             }
+            total &+= layoutRoundTrip(Array(rest))
             return total
         }
+    }
+
+    /// A profile-style layout (every kind of field, bit fields, an
+    /// enumeration, a repeated tail): what decodes must encode, and decode
+    /// again to the same values (encode(decode(b)) is b's canonical form).
+    static let layout = try? FieldLayout(fields: [
+        .init(name: "kind", offset: 0, encoding: .unsigned(bytes: 1, .little), bits: .init(shift: 0, width: 3), values: [1: "a", 2: "b"]),
+        .init(name: "signed", offset: 0, encoding: .signed(bytes: 1, .little), bits: .init(shift: 3, width: 5)),
+        .init(name: "t", offset: 1, encoding: .signed(bytes: 2, .big), scale: 0.005, add: -3, reading: .temperature, decimals: 3),
+        .init(name: "h", offset: 3, encoding: .float(bytes: 2, .little), reading: .humidity),
+        .init(name: "f", offset: 5, encoding: .float(bytes: 4, .big)),
+        .init(name: "name", offset: 9, encoding: .string(bytes: 4)),
+        .init(name: "tail", offset: 13, encoding: .unsigned(bytes: 3, .little), scale: 0.1, count: .rest, decimals: 1),
+    ])
+
+    static func layoutRoundTrip(_ bytes: [UInt8]) -> Int {
+        guard let layout, let decoded = try? layout.decode(bytes) else { return 0 }
+        let values = Dictionary(uniqueKeysWithValues: decoded.map { ($0.name, $0.value) })
+        let encoded: [UInt8]
+        do { encoded = try layout.encode(values) } catch {
+            preconditionFailure("layout: decoded values do not encode: \(error) (input \(Hex.string(bytes)))")
+        }
+        guard let again = try? layout.decode(encoded) else {
+            preconditionFailure("layout: the encoding of decoded values does not decode (input \(Hex.string(bytes)))")
+        }
+        // NaN is never equal to itself: compare what is not NaN.
+        for (x, y) in zip(decoded, again) where x.value != y.value {
+            if case let .number(a) = x.value, case let .number(b) = y.value, a.isNaN, b.isNaN { continue }
+            preconditionFailure("layout: \(x.name) decoded \(x.value), then \(y.value) after encoding (input \(Hex.string(bytes)))")
+        }
+        return encoded.count &+ layout.readings(decoded).count
     }
 
     static func one(_ body: () throws(DecodeError) -> some DecodedModel) -> Int {

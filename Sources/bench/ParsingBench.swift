@@ -35,6 +35,8 @@ enum ParsingBench {
         case manufacturer(UInt16, [UInt8], name: String?)
         case raw([UInt8])
         case gatt(BluetoothUUID, [UInt8], PresentationFormat?)
+        /// Decoded by a profile's layout (``FieldLayout/ruuviRAWv2``), readings included.
+        case layout([UInt8])
     }
 
     struct Payload {
@@ -150,8 +152,14 @@ enum ParsingBench {
             }
             return 0
         }
+        // The layout language next to the built-in decoder, on the same RuuviTag RAWv2 payloads
+        // (not in the exported corpus: no Python decoder reads profiles).
+        let profiled = corpus.compactMap { e -> Payload? in
+            guard e.payload.format == "ruuvi_v5", case let .manufacturer(_, data, _) = e.payload.input else { return nil }
+            return Payload(format: "profile_ruuvi_v5", name: e.payload.name, input: .layout(data), mac: nil, bindkey: nil)
+        }
         var groups: [(String, [Payload])] = []
-        for p in corpus.map(\.payload) {
+        for p in corpus.map(\.payload) + profiled {
             if let only = options.only, !only.contains(p.format) { continue }
             if let k = groups.firstIndex(where: { $0.0 == p.format }) { groups[k].1.append(p) } else { groups.append((p.format, [p])) }
         }
@@ -220,8 +228,13 @@ enum ParsingBench {
                 let v = try GATTDecoder.decode(characteristic: uuid, value: value, presentationFormat: format)
                 return v.readings.count &+ (withFields ? v.fields.count : 0)
             } catch { return -1 }
+        case let .layout(data):
+            guard let layout = ruuviProfile, let decoded = try? layout.decode(data) else { return -1 }
+            return layout.readings(decoded).count &+ (withFields ? decoded.count : 0)
         }
     }
+
+    static let ruuviProfile = FieldLayout.ruuviRAWv2
 
     static func readingCount(_ results: [Result<AdvertisementModel, DecodeError>], withFields: Bool) -> Int {
         var n = 0
