@@ -78,7 +78,8 @@ let package = Package(
         // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.
         .target(name: "ServiceSupport", dependencies: ["Locking", .product(name: "Logging", package: "swift-log")]),
         // The gateway's configuration file (YAML): model, parsing, validation with key + line.
-        .target(name: "GatewayConfig", dependencies: ["Bounds", "Vocabulary", .product(name: "Yams", package: "Yams")]),
+        // Device profile files too (docs/PROFILES.md): the same reader, into the parsing module's model.
+        .target(name: "GatewayConfig", dependencies: ["Bounds", "Vocabulary", "BLEParsing", .product(name: "Yams", package: "Yams")]),
         .target(
             name: "BLEParsing",
             dependencies: ["Vocabulary", "CLibCrypto"],

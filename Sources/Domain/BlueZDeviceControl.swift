@@ -22,11 +22,11 @@ public final class BlueZDeviceControl: DeviceControl {
     private struct State {
         var rssi: [DeviceID: [RSSISample]] = [:]
         var lastSeen: [DeviceID: Date] = [:]
-        var decoded = AdvertisementCache()
+        var decoded: AdvertisementCache
         var subscribers: [UInt64: Subscriber] = [:]
         var next: UInt64 = 0
     }
-    private let state = Lock(State())
+    private let state: Lock<State>
     /// Subscriptions whose stream ended (`onTermination` may run while
     /// `state` is held, so it only notes them here).
     private let gone = Lock<[UInt64]>([])
@@ -34,8 +34,10 @@ public final class BlueZDeviceControl: DeviceControl {
 
     /// `rssiHistory`: how many RSSI samples are kept per device (0: none —
     /// the gateway shows no history, and 120 samples are ~2 KB per device).
+    /// `profiles`: the device profiles in force (the repository's, so that both decode alike).
     public init(client: BlueZClient, rssiHistory: Int = 120, bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
-                now: @escaping @Sendable () -> Date = { Date() }) {
+                profiles: ProfileSource = ProfileSource(), now: @escaping @Sendable () -> Date = { Date() }) {
+        self.state = Lock(State(decoded: AdvertisementCache(profiles: profiles)))
         self.client = client
         self.bindkeys = bindkeys
         self.now = now

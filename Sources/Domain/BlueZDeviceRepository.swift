@@ -8,13 +8,14 @@ import Vocabulary
 /// (ManufacturerData and ServiceData properties).
 public enum AdvertisementReadings {
     /// `bindkey`: the device's key for encrypted formats (BTHome, MiBeacon).
-    public static func decode(_ device: Device, bindkey: [UInt8]? = nil) -> [AdvertisementModel] {
-        return decodeCounting(device, bindkey: bindkey).models
+    /// `profiles`: a matching profile decodes the device instead of the built-in decoders.
+    public static func decode(_ device: Device, bindkey: [UInt8]? = nil, profiles: ProfileSet = ProfileSet()) -> [AdvertisementModel] {
+        return decodeCounting(device, bindkey: bindkey, profiles: profiles).models
     }
 
     /// The models, and the decoders that recognised the data but failed on
     /// it (their `DecodeError.context`, e.g. "BTHome v2"), for metrics.
-    static func decodeCounting(_ device: Device, bindkey: [UInt8]?) -> (models: [AdvertisementModel], failures: [String]) {
+    static func decodeCounting(_ device: Device, bindkey: [UInt8]?, profiles: ProfileSet) -> (models: [AdvertisementModel], failures: [String]) {
         var adv = Advertisement(localName: device.name)
         adv.address = device.address
         for (company, data) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
@@ -25,7 +26,18 @@ public enum AdvertisementReadings {
         }
         var models: [AdvertisementModel] = []
         var failures: [String] = []
-        for result in AdvertisementDecoder.decode(adv, bindkey: bindkey) {
+        // A profile the user wrote for the device wins over a built-in decoder.
+        var results: [Result<AdvertisementModel, DecodeError>]
+        if !profiles.isEmpty {
+            adv.serviceUUIDs = device.uuids.compactMap { try? BluetoothUUID(parsing: $0) }
+        }
+        if !profiles.isEmpty, let profile = profiles.profile(for: adv) {
+            results = []
+            ProfileSet([profile]).decode(adv, into: &results)
+        } else {
+            results = AdvertisementDecoder.decode(adv, bindkey: bindkey)
+        }
+        for result in results {
             switch result {
             case let .success(model): models.append(model)
             case let .failure(error): failures.append(error.context)
@@ -71,7 +83,12 @@ struct DecodedAdvertisement: Sendable {
 /// the format and readings are kept, not the decoders' models: records
 /// need nothing else, and a model per device was a second copy of them.
 struct AdvertisementCache {
-    private var entries: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, decoded: DecodedAdvertisement)] = [:]
+    private var entries: [DeviceID: (manufacturer: [UInt16: [UInt8]], service: [String: [UInt8]], key: [UInt8]?, profiles: UInt64,
+                                     decoded: DecodedAdvertisement)] = [:]
+    /// The profiles in force (every entry decoded with another generation is stale).
+    let profiles: ProfileSource
+
+    init(profiles: ProfileSource = ProfileSource()) { self.profiles = profiles }
 
     var count: Int { entries.count }
     /// Decode failures by decoder, counted once per distinct payload.
@@ -79,14 +96,15 @@ struct AdvertisementCache {
 
     /// `device`'s decoded advertisements, decoding only when its data or key changed.
     mutating func decoded(for device: Device, bindkey: [UInt8]?) -> DecodedAdvertisement {
+        let (generation, set) = profiles.current
         if let cached = entries[device.id], cached.manufacturer == device.manufacturerData,
-           cached.service == device.serviceData, cached.key == bindkey {
+           cached.service == device.serviceData, cached.key == bindkey, cached.profiles == generation {
             return cached.decoded
         }
-        let (models, failed) = AdvertisementReadings.decodeCounting(device, bindkey: bindkey)
+        let (models, failed) = AdvertisementReadings.decodeCounting(device, bindkey: bindkey, profiles: set)
         for context in failed { failures[context, default: 0] += 1 }
         let fresh = DecodedAdvertisement(models)
-        entries[device.id] = (device.manufacturerData, device.serviceData, bindkey, fresh)
+        entries[device.id] = (device.manufacturerData, device.serviceData, bindkey, generation, fresh)
         return fresh
     }
 
@@ -121,7 +139,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         /// The same moments on the boot-time clock (`DeviceRecord.heard`).
         var heard: [DeviceID: TimeInterval] = [:]
         var session: DiscoverySession?
-        var decoded = AdvertisementCache()
+        var decoded: AdvertisementCache
         var advertisements: UInt64 = 0
         /// The records as they are now (published or pending), and where each device is among them.
         var records = ChunkedArray<DeviceRecord>()
@@ -141,7 +159,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         var flushScheduled = false
         var lastFlush: ContinuousClock.Instant?
     }
-    private let state = Lock(State())
+    private let state: Lock<State>
     private let clock = ContinuousClock()
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
     private let follower = Lock<Task<Void, Never>?>(nil)
@@ -160,8 +178,9 @@ public final class BlueZDeviceRepository: DeviceRepository {
     public init(client: BlueZClient, adapter: String? = nil, remembered: [RememberedDevice] = [],
                 bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
                 scanner: (any AdapterRepository)? = nil, services: Set<String> = [],
-                publishInterval: Duration = .milliseconds(25),
+                publishInterval: Duration = .milliseconds(25), profiles: ProfileSource = ProfileSource(),
                 now: @escaping @Sendable () -> Date = { Date() }) {
+        self.state = Lock(State(decoded: AdvertisementCache(profiles: profiles)))
         self.publishInterval = publishInterval
         self.services = Set(services.map(BlueZSnapshot.normalizeUUID))
         self.client = client
@@ -405,6 +424,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
         }
         return r
     }
+
+    /// Decodes every device again (the profiles in force changed): the next
+    /// snapshot names the devices whose readings differ.
+    public func redecode() { refresh(changed: []) }
 
     private func refresh(changed: [DeviceID]) {
         // What it needs, read under the mirror's lock; the tree itself is not

@@ -32,11 +32,14 @@ public struct DomainServices: Sendable {
         public var publishInterval: Duration
         /// RSSI samples kept per device for the detail view's history (0: none).
         public var rssiHistory: Int
+        /// The device profiles in force; the front end replaces them on a reload.
+        public var profiles: ProfileSource
 
         /// The dashboard's defaults.
         public init(adapter: String? = nil, bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
                     showRemembered: Bool = true, services: Set<String> = [], publishInterval: Duration = .milliseconds(25),
-                    rssiHistory: Int = 120) {
+                    rssiHistory: Int = 120, profiles: ProfileSource = ProfileSource()) {
+            self.profiles = profiles
             self.adapter = adapter
             self.bindkeys = bindkeys
             self.showRemembered = showRemembered
@@ -54,10 +57,11 @@ public struct DomainServices: Sendable {
         let remembered = c.showRemembered ? ((try? store.rememberedDevices()) ?? []) : []
         let adapters = BlueZAdapterRepository(client: client)
         let devices = BlueZDeviceRepository(client: client, adapter: c.adapter, remembered: remembered, bindkeys: c.bindkeys,
-                                            scanner: adapters, services: c.services, publishInterval: c.publishInterval)
+                                            scanner: adapters, services: c.services, publishInterval: c.publishInterval,
+                                            profiles: c.profiles)
         return DomainServices(
             client: client, store: store, adapters: adapters, devices: devices,
-            control: BlueZDeviceControl(client: client, rssiHistory: c.rssiHistory, bindkeys: c.bindkeys),
+            control: BlueZDeviceControl(client: client, rssiHistory: c.rssiHistory, bindkeys: c.bindkeys, profiles: c.profiles),
             manager: ConnectionManager(backend: BlueZConnectionBackend(client: client)),
             recorder: ReadingRecorder(repository: devices, store: store))
     }

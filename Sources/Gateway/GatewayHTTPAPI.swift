@@ -35,6 +35,7 @@ struct GatewayHTTPAPI: Sendable {
         router.get("/api/devices/:address/history") { request in history(request) }
         router.post("/api/devices/:address/actions") { request in await action(request) }
         router.get("/api/events") { _ in await events() }
+        router.post("/api/reload") { _ in reload() }
         let routed = router.handler
         let token = self.token
         return { request in
@@ -177,6 +178,18 @@ struct GatewayHTTPAPI: Sendable {
             ("to", .string(ISO8601UTC.string(to))),
             ("series", .list(items)),
         ]))
+    }
+
+    /// Reads the device profiles again (as SIGHUP does): 200 with the
+    /// profiles in force, or 422 naming each file left out (the valid ones
+    /// are in force all the same).
+    func reload() -> HTTPResponse {
+        let result = runtime.reloadProfiles()
+        let body = SortedJSON.bytes([
+            ("profiles", .list(result.loaded.map { .string($0) })),
+            ("errors", .list(result.errors.map { .string($0) })),
+        ])
+        return .json(status: result.errors.isEmpty ? .ok : .unprocessableContent, body)
     }
 
     func action(_ request: HTTPRequest) async -> HTTPResponse {

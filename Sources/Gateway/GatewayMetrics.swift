@@ -44,6 +44,10 @@ public final class GatewayMetrics: Sendable {
         public var listStatesCoalesced: UInt64 = 0
         public var advertisementsPerSecond: Double = 0
         public var decodeErrors: [String: UInt64] = [:]
+        /// Device profiles in force, profile files left out at the last load, reloads.
+        public var profilesLoaded = 0
+        public var profileFileErrors = 0
+        public var profileReloads: UInt64 = 0
         public var connections: UInt64 = 0
         public var connectionFailures: UInt64 = 0
         public var queueDepth: Int = 0
@@ -92,6 +96,14 @@ public final class GatewayMetrics: Sendable {
     private func update(_ change: (inout Values) -> Void) { values.withLock { change(&$0) } }
 
     /// What the device repository counted so far (totals, not increments).
+    public func recordProfiles(loaded: Int, fileErrors: Int, reload: Bool) {
+        values.withLock {
+            $0.profilesLoaded = loaded
+            $0.profileFileErrors = fileErrors
+            if reload { $0.profileReloads &+= 1 }
+        }
+    }
+
     public func recordDeviceList(decodeErrors: [String: UInt64], coalesced: UInt64, resynchronizations: UInt64) {
         update {
             $0.decodeErrors = decodeErrors
@@ -197,6 +209,12 @@ public final class GatewayMetrics: Sendable {
         metric("blecompanion_decode_errors_total", "counter",
                "Advertisement payloads a decoder recognised but could not decode, by format.",
                v.decodeErrors.keys.sorted().map { ("{format=\"\(Self.escape($0))\"}", "\(v.decodeErrors[$0] ?? 0)") })
+        metric("blecompanion_profiles", "gauge", "Device profiles in force.", [("", "\(v.profilesLoaded)")])
+        metric("blecompanion_profile_file_errors", "gauge",
+               "Profile files left out at the last load or reload because of problems (the log names each).",
+               [("", "\(v.profileFileErrors)")])
+        metric("blecompanion_profile_reloads_total", "counter", "Profile reloads (SIGHUP or POST /api/reload).",
+               [("", "\(v.profileReloads)")])
         metric("blecompanion_connections_total", "counter", "Connections of watched devices established.", [("", "\(v.connections)")])
         metric("blecompanion_connection_failures_total", "counter", "Connection attempts of watched devices that failed.",
                [("", "\(v.connectionFailures)")])

@@ -7,6 +7,7 @@ import Foundation
 import HTTPServer
 import Logging
 import Fleet
+import GatewayConfig
 import ServiceLifecycle
 import MQTT
 import Presenters
@@ -56,6 +57,11 @@ public struct GatewayOptions: Sendable {
     public var fleet: FleetOptions?
     /// Phones, watches and tags followed as identities across their address rotations.
     public var identities: [IdentityResolver.Identity] = []
+    /// Device profile files and directories (docs/PROFILES.md), read at the
+    /// start and again on SIGHUP or `POST /api/reload`.
+    public var profilePaths: [String] = []
+    /// Of those, the ones that need not exist (the default directory beside the configuration).
+    public var optionalProfilePaths: Set<String> = []
 
     /// Fleet mode: this gateway's room and the ownership rule (docs/GATEWAY.md, "Fleet").
     public struct FleetOptions: Sendable, Equatable {
@@ -150,6 +156,8 @@ public final class GatewayRuntime: Sendable {
     let manager: ConnectionManager
     let recorder: ReadingRecorder
     let loop: PublishingLoop
+    /// The device profiles in force (replaced by ``reloadProfiles()``).
+    let profiles: ProfileSource
     /// What was published (state and availability), for the HTTP event stream.
     let published = Broadcaster<OutgoingMessage>(bufferLimit: 256)
     private let parts = Lock<Parts>(Parts())
@@ -194,7 +202,9 @@ public final class GatewayRuntime: Sendable {
         return AdapterID(path: "/org/bluez/hci0")
     }
 
-    private init(options: GatewayOptions, logger: Logger, client: BlueZClient, store: ReadingStore, queue: OutboundQueue) {
+    private init(options: GatewayOptions, logger: Logger, client: BlueZClient, store: ReadingStore, queue: OutboundQueue,
+                 profiles: ProfileSource) {
+        self.profiles = profiles
         self.options = options
         self.logger = logger
         self.client = client
@@ -205,7 +215,7 @@ public final class GatewayRuntime: Sendable {
         // RSSI history (nothing shows it); the publish interval is the batch.
         let domain = DomainServices.open(client: client, store: store, configuration: .init(
             adapter: options.adapter, bindkeys: { bindkeys[$0] }, showRemembered: false,
-            services: Set(options.services), publishInterval: options.batch, rssiHistory: 0))
+            services: Set(options.services), publishInterval: options.batch, rssiHistory: 0, profiles: profiles))
         adapters = domain.adapters
         devices = domain.devices
         control = domain.control
@@ -262,7 +272,39 @@ public final class GatewayRuntime: Sendable {
         } catch {
             throw .storage("state directory \(directory.path): \(error.description)")
         }
-        return GatewayRuntime(options: options, logger: logger, client: client, store: store, queue: queue)
+        // Before the repositories exist, so that the first decode of every device uses them.
+        let profiles = ProfileSource()
+        let runtime = GatewayRuntime(options: options, logger: logger, client: client, store: store, queue: queue, profiles: profiles)
+        runtime.reloadProfiles(initial: true)
+        return runtime
+    }
+
+    /// What a profile reload found.
+    public struct ProfileReload: Sendable {
+        public var loaded: [String]
+        public var errors: [String]
+    }
+
+    /// Reads the profile files again and puts the valid ones in force: a bad
+    /// file is logged and left out (its device decodes as before it had a
+    /// profile), the others apply to the next advertisement of every
+    /// device, and every device is decoded again now. SIGHUP and `POST /api/reload`.
+    @discardableResult
+    public func reloadProfiles(initial: Bool = false) -> ProfileReload {
+        guard !options.profilePaths.isEmpty else { return ProfileReload(loaded: [], errors: []) }
+        let loaded = ProfileFiles.loadAll(options.profilePaths, optional: options.optionalProfilePaths)
+        for error in loaded.errors {
+            logger.error("profile left out: \(error.description)")
+        }
+        profiles.replace(with: loaded.profiles)
+        metrics.recordProfiles(loaded: loaded.profiles.profiles.count, fileErrors: loaded.errors.count, reload: !initial)
+        let names = loaded.profiles.profiles.map(\.name)
+        if !names.isEmpty || !initial {
+            logger.info("\(initial ? "profiles loaded" : "profiles reloaded"): \(names.isEmpty ? "none" : names.joined(separator: ", "))",
+                        metadata: ["errors": "\(loaded.errors.count)"])
+        }
+        if !initial { devices.redecode() }
+        return ProfileReload(loaded: names, errors: loaded.errors.map(\.description))
     }
 
     // MARK: - Running

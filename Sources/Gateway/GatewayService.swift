@@ -57,6 +57,8 @@ extension GatewayOptions {
                   queueCapacity: c.mqtt?.queueCapacity ?? 100_000,
                   http: c.http.map { HTTPOptions(host: $0.host, port: $0.port, token: $0.token) },
                   batch: Bounds.duration(seconds: c.publish.batch))
+        profilePaths = c.profiles + (c.defaultProfileDirectory.map { [$0] } ?? [])
+        optionalProfilePaths = Set(c.defaultProfileDirectory.map { [$0] } ?? [])
         bluetoothdPingInterval = c.pingInterval > 0 ? Bounds.duration(seconds: c.pingInterval) : nil
         identities = c.identities.sorted { $0.key < $1.key }.compactMap { name, key in
             IdentityResolvingKey(bytes: key).map { IdentityResolver.Identity(name: name, key: $0) }
@@ -128,17 +130,17 @@ public struct GatewayService: Service {
         }
     }
 
-    /// Runs the gateway until SIGTERM, SIGINT or SIGHUP; the process exits
-    /// at the latest 7.5 s after the signal (see ``ShutdownDeadline``).
-    /// SIGHUP too: a gateway started from a terminal that goes away (an SSH
-    /// session dropped) stops as cleanly as under systemd, devices marked
-    /// offline and the outbox flushed, instead of dying mid-write.
+    /// Runs the gateway until SIGTERM or SIGINT; the process exits at the
+    /// latest 7.5 s after the signal (see ``ShutdownDeadline``). SIGHUP
+    /// reloads the device profiles (`systemctl reload`, as mosquitto and
+    /// nginx take it); a gateway whose terminal goes away runs on, as under
+    /// nohup (its log lines to the terminal are lost, not its work).
     public static func runUntilSignalled(_ runtime: GatewayRuntime, logger: Logger) async throws {
         let service = GatewayService(runtime: runtime, notifier: SystemdNotifier(logger: logger),
                                      exitDeadline: GatewayRuntime.shutdownLimit + .milliseconds(1500))
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: service)],
-            gracefulShutdownSignals: [.sigterm, .sigint, .sighup],
+            gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         // The service group hears the signal through the cooperative pool,
         // which a flood of advertisements keeps busy: 1.5 to 2.5 s from
@@ -149,7 +151,7 @@ public struct GatewayService: Service {
         // sources exist would otherwise reach only this one and be lost
         // (a gateway that ran on after SIGINT, seen in GatewayLivenessTests).
         let queue = DispatchQueue(label: "blecompanion.stop-intake")
-        let sources = [SIGTERM, SIGINT, SIGHUP].map { number -> any DispatchSourceSignal in
+        var sources = [SIGTERM, SIGINT].map { number -> any DispatchSourceSignal in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
             source.setEventHandler {
@@ -159,6 +161,14 @@ public struct GatewayService: Service {
             source.resume()
             return source
         }
+        signal(SIGHUP, SIG_IGN)
+        let hangUp = DispatchSource.makeSignalSource(signal: SIGHUP, queue: DispatchQueue(label: "blecompanion.reload"))
+        hangUp.setEventHandler {
+            logger.info("SIGHUP: reloading the device profiles")
+            runtime.reloadProfiles()
+        }
+        hangUp.resume()
+        sources.append(hangUp)
         defer { for s in sources { s.cancel() } }
         try await group.run()
     }

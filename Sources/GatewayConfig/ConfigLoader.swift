@@ -14,7 +14,7 @@ struct ConfigLoader {
     static let bluezKeys = ["bus", "adapter", "scan", "ping_interval"]
     static let scanKeys = ["mode", "filter"]
     static let filterKeys = ["transport", "rssi", "uuids", "duplicate_data", "pattern"]
-    static let devicesKeys = ["allow", "deny", "bindkeys", "watch", "expire_after", "identities", "bonded_identities"]
+    static let devicesKeys = ["allow", "deny", "bindkeys", "watch", "expire_after", "identities", "bonded_identities", "profiles"]
     static let watchKeys = ["address", "subscribe"]
     static let publishKeys = ["min_interval", "heartbeat", "batch"]
     static let mqttKeys = [
@@ -258,6 +258,15 @@ struct ConfigLoader {
                 configuration.bondedIdentities = flag ? "/var/lib/bluetooth" : nil
             } else if let directory = reader.nonEmptyText(entry, expected: "true, or bluetoothd's storage directory") {
                 configuration.bondedIdentities = files.resolve(directory)
+            }
+        }
+
+        if let entry = section.value("profiles") {
+            let items: [Entry]? = if case .sequence = entry.node { reader.list(entry) } else { [entry] }
+            for item in items ?? [] {
+                if let path = reader.nonEmptyText(item, expected: "a profile file or directory") {
+                    configuration.profiles.append(files.resolve(path))
+                }
             }
         }
 

@@ -228,6 +228,11 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// devices' keys become identities too (`devices.bonded_identities`); nil: none.
     public var bondedIdentities: String?
     public var watched: [Watched]
+    /// Device profile files and directories (`devices.profiles`, docs/PROFILES.md), resolved.
+    public var profiles: [String]
+    /// The directory read when `devices.profiles` is not given: `profiles/`
+    /// beside the configuration file, if it exists (nil: none).
+    public var defaultProfileDirectory: String?
     /// Seconds: a device not heard for this long is published offline.
     public var expireAfter: TimeInterval
     public var publish: Publish
@@ -255,6 +260,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
         identities = [:]
         bondedIdentities = nil
         watched = []
+        profiles = []
+        defaultProfileDirectory = nil
         expireAfter = 300
         publish = Publish()
         mqtt = nil
@@ -294,6 +301,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
         if case .parsed(let node) = root {
             let loader = ConfigLoader(reader: reader, files: SystemAccess.Files(baseDirectory: baseDirectory))
             configuration = loader.configuration(from: node)
+        }
+        if configuration.profiles.isEmpty, let baseDirectory {
+            configuration.defaultProfileDirectory = baseDirectory == "." ? "profiles" : baseDirectory + "/profiles"
         }
         let problems = reader.problemsInFileOrder
         guard problems.isEmpty else { throw GatewayConfigError(file: file, problems: problems) }

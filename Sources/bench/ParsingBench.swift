@@ -229,12 +229,16 @@ enum ParsingBench {
                 return v.readings.count &+ (withFields ? v.fields.count : 0)
             } catch { return -1 }
         case let .layout(data):
-            guard let layout = ruuviProfile, let decoded = try? layout.decode(data) else { return -1 }
-            return layout.readings(decoded).count &+ (withFields ? decoded.count : 0)
+            // As a gateway decodes a profile's advertisement: a model with its readings, fields on demand.
+            guard let (profile, field) = ruuviProfile, let m = try? profile.decodeAdvertisement(field, data) else { return -1 }
+            return m.readings.count &+ (withFields ? m.fields.count : 0)
         }
     }
 
-    static let ruuviProfile = FieldLayout.ruuviRAWv2
+    static let ruuviProfile: (DeviceProfile, DeviceProfile.AdvertisementField)? = FieldLayout.ruuviRAWv2.map { layout in
+        let field = DeviceProfile.AdvertisementField(source: .manufacturer(0x0499), prefix: [5], layout: layout)
+        return (DeviceProfile(name: "ruuvi_v5", match: .init(manufacturer: 0x0499), advertisement: [field]), field)
+    }
 
     static func readingCount(_ results: [Result<AdvertisementModel, DecodeError>], withFields: Bool) -> Int {
         var n = 0

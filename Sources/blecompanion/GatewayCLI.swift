@@ -45,13 +45,23 @@ struct GatewayCLICommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // SIGHUP reloads the profiles once the gateway runs; until then it is
+        // ignored, not the default action that would end the process.
+        signal(SIGHUP, SIG_IGN)
         let configuration: GatewayConfiguration
         do { configuration = try GatewayConfiguration.load(path: config) } catch {
             printError("Error: invalid gateway configuration:\n\(error.description)")
             throw ExitCode(GatewayExitCode.config.rawValue)
         }
         if checkConfig {
-            print("\(config): valid (gateway \(configuration.gatewayID), MQTT \(configuration.mqtt.map { "\($0.host):\($0.port)" } ?? "off"), HTTP \(configuration.http.map { "\($0.host):\($0.port)" } ?? "off"))")
+            // The profiles too: each file left out is named with its line and key.
+            let options = GatewayOptions(configuration: configuration, stateDirectory: URL(fileURLWithPath: "/nonexistent"))
+            let profiles = ProfileFiles.loadAll(options.profilePaths, optional: options.optionalProfilePaths)
+            guard profiles.errors.isEmpty else {
+                printError("Error: invalid device profiles:\n\(profiles.errors.map(\.description).joined(separator: "\n"))")
+                throw ExitCode(GatewayExitCode.config.rawValue)
+            }
+            print("\(config): valid (gateway \(configuration.gatewayID), MQTT \(configuration.mqtt.map { "\($0.host):\($0.port)" } ?? "off"), HTTP \(configuration.http.map { "\($0.host):\($0.port)" } ?? "off"), \(profiles.profiles.profiles.count) device profile(s))")
             return
         }
         // Before the gateway's threads start allocating (docs/PERFORMANCE.md, "Memory").

@@ -75,6 +75,42 @@ struct LayoutTests {
         #expect(checked == 3000)
     }
 
+    @Test("the readings-only path gives decode's readings, and fails where decode fails")
+    func readingsOnlyPathAgrees() throws {
+        let layout = try L(fields: [
+            .init(name: "mode", offset: 0, encoding: .unsigned(bytes: 1, .little), bits: .init(shift: 0, width: 2),
+                  values: [0: "off", 1: "heat"], reading: .running),
+            .init(name: "alarm", offset: 0, encoding: .unsigned(bytes: 1, .little), bits: .init(shift: 2, width: 1), reading: .problem),
+            .init(name: "delta", offset: 0, encoding: .signed(bytes: 1, .little), bits: .init(shift: 3, width: 5), reading: .count, label: "delta"),
+            .init(name: "t", offset: 1, encoding: .signed(bytes: 2, .big), scale: 0.01, add: -5, reading: .temperature, decimals: 2),
+            .init(name: "p", offset: 3, encoding: .float(bytes: 4, .little), reading: .pressure, unit: "Pa"),
+            .init(name: "label", offset: 7, encoding: .string(bytes: 4)),
+            .init(name: "h", offset: 11, encoding: .float(bytes: 2, .big), reading: .humidity),
+            .init(name: "probes", offset: 13, encoding: .unsigned(bytes: 2, .little), scale: 0.1, count: .fixed(2),
+                  reading: .temperature, label: "probe", decimals: 1),
+            .init(name: "tail", offset: 17, encoding: .unsigned(bytes: 1, .little), count: .rest, reading: .count),
+        ])
+        var rng = SeededGenerator(seed: 0xFA57)
+        var agreed = 0, failedBoth = 0
+        for round in 0..<4000 {
+            let b = (0..<(15 + round % 6)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let slow: Result<[Reading], DecodeError> = Result { () throws(DecodeError) in try layout.readings(layout.decode(b)) }
+            let fast: Result<[Reading], DecodeError> = Result { () throws(DecodeError) in try layout.readings(of: b) }
+            switch (slow, fast) {
+            case let (.success(x), .success(y)):
+                #expect(x == y, "\(Hex.string(b))")
+                agreed += 1
+            case let (.failure(x), .failure(y)):
+                #expect(x == y, "\(Hex.string(b))")
+                failedBoth += 1
+            default:
+                Issue.record("\(Hex.string(b)): decode \(slow), readings(of:) \(fast)")
+            }
+        }
+        // Both outcomes were exercised: short data and invalid text fail, the rest decode.
+        #expect(agreed > 500 && failedBoth > 500, "\(agreed) agreed, \(failedBoth) failed both")
+    }
+
     @Test("bit fields share an integer; values are placed and read back in their bits")
     func bitFields() throws {
         let layout = try L(fields: [

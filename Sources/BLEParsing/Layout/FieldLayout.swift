@@ -155,10 +155,40 @@ public struct FieldLayout: Sendable, Equatable {
     }
 
     public let fields: [Field]
+
+    /// Layouts of the same fields are the same (the rest is derived from them).
+    public static func == (a: FieldLayout, b: FieldLayout) -> Bool { a.fields == b.fields }
+
     /// Bytes of the fixed part (every field but a `.rest` one's elements).
     public let fixedLength: Int
     /// The field repeated to the end of the data, if any.
     private let restField: Int?
+    /// Fields ``readings(of:context:)`` reads: those that are readings, and
+    /// text (whose bytes must be UTF-8 whether it is a reading or not).
+    private let readingFields: [Int]
+    private let readingCount: Int
+    /// The same fields as plain steps where they are single numbers (the
+    /// usual sensor field): no name, enumeration or list to copy per payload.
+    private let steps: [Step]
+
+    /// One field of ``readings(of:context:)``: a plain number read inline, or the general path.
+    struct Step {
+        enum Read { case integer(signed: Bool), float, general }
+        var read: Read
+        var field: Int
+        var offset: Int
+        var bytes: Int
+        var endian: Endian
+        var shift: UInt64
+        var width: Int
+        var scaled: Bool
+        var scale: Double
+        var add: Double
+        var decimals: Int?
+        var kind: ReadingKind?
+        var unit: String?
+        var label: String?
+    }
 
     /// The largest scaled integer: its raw value still round-trips through a Double.
     static let maximumScaledBytes = 6
@@ -253,6 +283,33 @@ public struct FieldLayout: Sendable, Equatable {
         self.fields = fields
         self.fixedLength = fixedEnd
         self.restField = rest
+        var plan: [Int] = []
+        for (i, f) in fields.enumerated() {
+            if f.reading != nil { plan.append(i) } else if case .string = f.encoding { plan.append(i) }
+        }
+        self.readingFields = plan
+        self.steps = plan.map { i in
+            let f = fields[i]
+            var read = Step.Read.general
+            var bytes = 0
+            var endian = Endian.little
+            if case .fixed(1) = f.count, f.values.isEmpty {
+                switch f.encoding {
+                case let .unsigned(n, e): read = .integer(signed: false); bytes = n; endian = e
+                case let .signed(n, e): read = .integer(signed: true); bytes = n; endian = e
+                case let .float(n, e): read = .float; bytes = n; endian = e
+                default: break
+                }
+            }
+            return Step(read: read, field: i, offset: f.offset, bytes: bytes, endian: endian, shift: UInt64(f.bits?.shift ?? 0),
+                        width: f.width, scaled: f.isScaled, scale: f.scale, add: f.add, decimals: f.decimals, kind: f.reading,
+                        unit: f.unit, label: f.label)
+        }
+        self.readingCount = fields.reduce(0) { n, f in
+            guard f.reading != nil else { return n }
+            if case let .fixed(c) = f.count { return n + c }
+            return n + 4
+        }
     }
 
     // MARK: - Decoding
@@ -306,24 +363,95 @@ public struct FieldLayout: Sendable, Equatable {
         var out: [Reading] = []
         for (f, d) in zip(fields, decoded) {
             guard let kind = f.reading else { continue }
-            func one(_ v: Value, label: String?) {
-                switch v {
-                case let .number(x): if x.isFinite { out.append(Reading(kind, x, unit: f.unit, label: label)) }
-                case let .integer(i):
-                    if f.width == 1 { out.append(Reading(kind, i != 0, label: label)) } else { out.append(Reading(kind, Double(i), unit: f.unit, label: label)) }
-                case let .unsigned(u):
-                    if f.width == 1 { out.append(Reading(kind, u != 0, label: label)) } else { out.append(Reading(kind, Double(u), unit: f.unit, label: label)) }
-                case let .text(t): out.append(Reading(kind: kind, value: .text(t), unit: nil, label: label))
-                case .bytes, .list: break
-                }
-            }
             if case let .list(items) = d.value {
-                for (k, item) in items.enumerated() { one(item, label: [f.label, "\(k)"].compactMap { $0 }.joined(separator: "_")) }
+                for (k, item) in items.enumerated() {
+                    Self.append(item, f, kind, label: [f.label, "\(k)"].compactMap { $0 }.joined(separator: "_"), to: &out)
+                }
             } else {
-                one(d.value, label: f.label)
+                Self.append(d.value, f, kind, label: f.label, to: &out)
             }
         }
         return out
+    }
+
+    /// ``readings(_:)`` of ``decode(_:context:)``, without building the
+    /// values of fields that are not readings: the same readings and the same
+    /// errors (the advertisement path, where nothing else is wanted).
+    public func readings(of data: [UInt8], context: String = "profile") throws(DecodeError) -> [Reading] {
+        guard data.count >= fixedLength else {
+            throw DecodeError.truncated(context: context, offset: 0, needed: fixedLength, available: data.count, what: "the fields of this layout")
+        }
+        if let r = restField {
+            if let size = fields[r].encoding.size, (data.count - fields[r].offset) % size != 0 {
+                let f = fields[r]
+                throw DecodeError.invalidValue(context: context, offset: f.offset, expected: "whole \(size)-byte elements of \(f.name)",
+                                               found: "\(data.count - f.offset) bytes")
+            }
+        } else if data.count > fixedLength {
+            throw DecodeError.trailingBytes(context: context, offset: fixedLength, extra: data.count - fixedLength)
+        }
+        var out: [Reading] = []
+        out.reserveCapacity(readingCount)
+        for step in steps {
+            switch step.read {
+            case let .integer(signed):
+                guard let kind = step.kind else { continue }
+                var raw = Self.load(data, step.offset, step.bytes, step.endian)
+                if step.width < 8 * step.bytes { raw = (raw >> step.shift) & Self.mask(step.width) }
+                if step.width == 1 {
+                    out.append(Reading(kind, raw != 0, label: step.label))
+                    continue
+                }
+                let x: Double = signed ? Double(Self.signExtend(raw, bits: step.width)) : Double(raw)
+                let value = step.scaled ? Self.rounded(x * step.scale + step.add, step.decimals) : x
+                out.append(Reading(kind, value, unit: step.unit, label: step.label))
+            case .float:
+                guard let kind = step.kind else { continue }
+                let raw = Self.load(data, step.offset, step.bytes, step.endian)
+                let x: Double = switch step.bytes {
+                case 2: Self.halfToDouble(UInt16(truncatingIfNeeded: raw))
+                case 4: Double(Float(bitPattern: UInt32(truncatingIfNeeded: raw)))
+                default: Double(bitPattern: raw)
+                }
+                if x.isFinite { out.append(Reading(kind, x, unit: step.unit, label: step.label)) }
+            case .general:
+                try generalReadings(fields[step.field], data, context: context, into: &out)
+            }
+        }
+        return out
+    }
+
+    private func generalReadings(_ f: Field, _ data: [UInt8], context: String, into out: inout [Reading]) throws(DecodeError) {
+        guard let size = f.encoding.size else {
+            let v = try element(f, data, at: f.offset, length: data.count - f.offset, context: context)
+            if let kind = f.reading { Self.append(v, f, kind, label: f.label, to: &out) }
+            return
+        }
+        if case .fixed(1) = f.count {
+            let v = try element(f, data, at: f.offset, length: size, context: context)
+            if let kind = f.reading { Self.append(v, f, kind, label: f.label, to: &out) }
+            return
+        }
+        let elements: Int = if case let .fixed(c) = f.count { c } else { (data.count - f.offset) / size }
+        for k in 0..<elements {
+            let v = try element(f, data, at: f.offset + k * size, length: size, context: context)
+            if let kind = f.reading {
+                Self.append(v, f, kind, label: [f.label, "\(k)"].compactMap { $0 }.joined(separator: "_"), to: &out)
+            }
+        }
+    }
+
+    @inline(__always)
+    private static func append(_ v: Value, _ f: borrowing Field, _ kind: ReadingKind, label: String?, to out: inout [Reading]) {
+        switch v {
+        case let .number(x): if x.isFinite { out.append(Reading(kind, x, unit: f.unit, label: label)) }
+        case let .integer(i):
+            if f.width == 1 { out.append(Reading(kind, i != 0, label: label)) } else { out.append(Reading(kind, Double(i), unit: f.unit, label: label)) }
+        case let .unsigned(u):
+            if f.width == 1 { out.append(Reading(kind, u != 0, label: label)) } else { out.append(Reading(kind, Double(u), unit: f.unit, label: label)) }
+        case let .text(t): out.append(Reading(kind: kind, value: .text(t), unit: nil, label: label))
+        case .bytes, .list: break
+        }
     }
 
     private func element(_ f: borrowing Field, _ data: [UInt8], at offset: Int, length: Int, context: String) throws(DecodeError) -> Value {
