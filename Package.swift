@@ -167,7 +167,7 @@ let package = Package(
         ]),
         .testTarget(name: "GatewayTests", dependencies: ["Vocabulary", "Gateway", "Fleet", "Domain", "Presenters", "BLEParsing", "BlueZ", "Locking", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"), .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "TestSupport"]),
-        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "Vocabulary"]),
+        .testTarget(name: "GatewayConfigTests", dependencies: ["GatewayConfig", "Vocabulary", "BLEParsing", "TestSupport"]),
         .testTarget(name: "BoundsTests", dependencies: ["Bounds"]),
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", "Locking", .product(name: "Logging", package: "swift-log")]),

@@ -15,7 +15,9 @@ public enum AdvertisementReadings {
 
     /// The models, and the decoders that recognised the data but failed on
     /// it (their `DecodeError.context`, e.g. "BTHome v2"), for metrics.
-    static func decodeCounting(_ device: Device, bindkey: [UInt8]?, profiles: ProfileSet) -> (models: [AdvertisementModel], failures: [String]) {
+    /// What the parsing module sees of a device's advertisements: name,
+    /// address, manufacturer and service data, and (`withUUIDs`) its service UUIDs.
+    public static func advertisement(of device: Device, withUUIDs: Bool = true) -> Advertisement {
         var adv = Advertisement(localName: device.name)
         adv.address = device.address
         for (company, data) in device.manufacturerData.sorted(by: { $0.key < $1.key }) {
@@ -24,13 +26,17 @@ public enum AdvertisementReadings {
         for (uuid, data) in device.serviceData.sorted(by: { $0.key < $1.key }) {
             if let u = try? BluetoothUUID(parsing: uuid) { adv.serviceData.append(ServiceData(uuid: u, data: data)) }
         }
+        if withUUIDs { adv.serviceUUIDs = device.uuids.compactMap { try? BluetoothUUID(parsing: $0) } }
+        return adv
+    }
+
+    static func decodeCounting(_ device: Device, bindkey: [UInt8]?, profiles: ProfileSet) -> (models: [AdvertisementModel], failures: [String]) {
+        // The UUID list only when a profile may match on it (parsing it costs).
+        let adv = advertisement(of: device, withUUIDs: !profiles.isEmpty)
         var models: [AdvertisementModel] = []
         var failures: [String] = []
         // A profile the user wrote for the device wins over a built-in decoder.
         var results: [Result<AdvertisementModel, DecodeError>]
-        if !profiles.isEmpty {
-            adv.serviceUUIDs = device.uuids.compactMap { try? BluetoothUUID(parsing: $0) }
-        }
         if !profiles.isEmpty, let profile = profiles.profile(for: adv) {
             results = []
             ProfileSet([profile]).decode(adv, into: &results)

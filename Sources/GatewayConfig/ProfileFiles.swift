@@ -104,7 +104,7 @@ struct ProfileReader {
     static let gattKeys = ["service", "characteristic", "notify", "read_every", "read_on_connect", "fields"]
     static let commandKeys = ["name", "service", "characteristic", "response", "fields"]
     static let fieldKeys = ["name", "offset", "type", "endian", "bits", "scale", "add", "decimals", "values", "count", "length",
-                            "reading", "unit", "label", "value"]
+                            "reading", "unit", "label", "value", "absent"]
     static let integerTypes = (1...8).flatMap { ["u\(8 * $0)", "s\(8 * $0)"] }
     static let types = integerTypes + ["f16", "f32", "f64", "string", "bytes"]
 
@@ -313,7 +313,12 @@ struct ProfileReader {
             }
         }
         var typeName = ""
-        if let e = need("type", "one of \(Self.types.joined(separator: ", "))"), let word = reader.choice(e, Self.types) { typeName = word } else { ok = false }
+        if let e = need("type", "one of \(Self.types.joined(separator: ", "))") {
+            if let word = e.node.scalar?.string, let spelled = Self.typeSpelling(word) {
+                reader.report(e, "expected \(ConfigReader.oneOf(Self.types)), got \(ConfigReader.quote(word)); did you mean \(ConfigReader.quote(spelled))?")
+                ok = false
+            } else if let word = reader.choice(e, Self.types) { typeName = word } else { ok = false }
+        }
         var endian = FieldLayout.Endian.little
         if let e = s.value("endian"), let word = reader.choice(e, ["little", "big"]) { endian = word == "big" ? .big : .little }
         var length: Int?
@@ -382,6 +387,13 @@ struct ProfileReader {
                 ok = false
             }
         }
+        var absent: UInt64?
+        if let e = s.value("absent") {
+            if case .scalar(let scalar) = e.node, let raw = UInt64(hexOrDecimal: scalar.string) { absent = raw } else {
+                reader.report(e, "expected the raw value that means \"not available\" (like 0xFFFF or 255), got \(ConfigReader.describe(e.node))")
+                ok = false
+            }
+        }
         let unit = s.value("unit").flatMap { reader.nonEmptyText($0, expected: "a unit") }
         let label = s.value("label").flatMap { reader.nonEmptyText($0, expected: "a label") }
         var constant: FieldLayout.Value?
@@ -395,7 +407,7 @@ struct ProfileReader {
         }
         guard ok, let offset else { return nil }
         let field = FieldLayout.Field(name: name, offset: offset, encoding: encoding, bits: bits, scale: scale, add: add, values: values,
-                                      count: count, reading: reading, unit: unit, label: label, decimals: decimals)
+                                      count: count, reading: reading, unit: unit, label: label, decimals: decimals, absent: absent)
         return (field, constant)
     }
 
@@ -449,6 +461,20 @@ struct ProfileReader {
         }
     }
 
+    /// This language's name for a type spelt as C, ESPHome or Theengs spell
+    /// it (`int16`, `uint8_t`, `float`): `s16`, `u8`, `f32`.
+    static func typeSpelling(_ word: String) -> String? {
+        var w = word.lowercased()
+        if w.hasSuffix("_t") { w.removeLast(2) }
+        if w == "float" { return "f32" }
+        if w == "double" { return "f64" }
+        for (prefix, letter) in [("uint", "u"), ("int", "s"), ("float", "f"), ("i", "s")] where w.hasPrefix(prefix) {
+            let bits = w.dropFirst(prefix.count)
+            if let n = Int(bits), types.contains("\(letter)\(n)") { return "\(letter)\(n)" }
+        }
+        return nil
+    }
+
     /// The fewest decimals (≤ 15) in which scale and add are whole: what a scaled value is rounded to.
     static func decimals(_ scale: Double, _ add: Double) -> Int {
         for d in 0...15 {
@@ -494,5 +520,13 @@ struct ProfileReader {
             reader.report(entry, error.description)
             return nil
         }
+    }
+}
+
+extension UInt64 {
+    /// `0x…` hex or decimal, as profiles write raw values.
+    init?(hexOrDecimal text: String) {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        if t.hasPrefix("0x") || t.hasPrefix("0X") { self.init(t.dropFirst(2), radix: 16) } else { self.init(t) }
     }
 }

@@ -30,6 +30,7 @@ struct DashboardCommand: AsyncParsableCommand {
             // Before the terminal: an unusable state directory is said on the
             // plain screen, without a flash of the dashboard.
             let directory = try state.writableDirectory()
+            state.loadProfiles()
             let terminal = try openTerminal()
             let services = try await DashboardServices.start(bus: DBusBusAddress(parsing: bus), adapter: adapter, stateDirectory: directory)
             if await services.run(terminal: terminal) == .connectionLost {
@@ -76,7 +77,7 @@ struct DashboardServices {
         let adapterName = adapter ?? settings.current.adapter
         let adapterID = (try? client.adapter(adapterName).id) ?? (try? AdapterID(name: adapterName ?? "hci0")) ?? AdapterID(path: "/org/bluez/hci0")
         let domain = DomainServices.open(client: client, store: database, configuration: .init(
-            adapter: adapterName, bindkeys: { settings.current.bindkeys[$0] }))
+            adapter: adapterName, bindkeys: { settings.current.bindkeys[$0] }, profiles: cliProfiles))
         let adapters = domain.adapters, devices = domain.devices, control = domain.control
         let manager = domain.manager, recorder = domain.recorder
         let watches = WatchService(settings: settings, manager: manager, adapter: adapterID)

@@ -4,12 +4,33 @@ import BLEParsing
 import BlueZ
 import Domain
 import Foundation
+import GatewayConfig
 import Vocabulary
 
 /// Where settings, bindkeys and the readings database live.
 struct StateOptions: ParsableArguments {
     @Option(help: "The state directory with settings, bindkeys and readings (default: $XDG_STATE_HOME/blecompanion, else ~/.local/state/blecompanion).")
     var stateDir: String?
+
+    @Option(name: .customLong("profiles"),
+            help: "A device profile file or directory (repeatable; docs/PROFILES.md). Default: the state directory's profiles/, if any.")
+    var profilePaths: [String] = []
+
+    /// Puts the profiles in force for this process (``cliProfiles``): the
+    /// given files, else the state directory's `profiles/`. A file with
+    /// problems is named on standard error and left out; the rest apply.
+    func loadProfiles() {
+        var paths = profilePaths
+        var optional: Set<String> = []
+        if paths.isEmpty, let dir = try? directory() {
+            let path = dir.appendingPathComponent("profiles").path
+            paths = [path]
+            optional = [path]
+        }
+        let loaded = ProfileFiles.loadAll(paths, optional: optional)
+        for error in loaded.errors { printError("Warning: profile left out: \(error.description)") }
+        cliProfiles.replace(with: loaded.profiles)
+    }
 
     func directory() throws -> URL {
         do { return try SettingsStore.defaultDirectory(override: stateDir) } catch { throw CLIError("\(error)") }
@@ -247,3 +268,7 @@ struct HistoryCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// The device profiles this process decodes with (the CLI's commands and the
+/// dashboard), loaded by ``StateOptions/loadProfiles()``.
+let cliProfiles = ProfileSource()

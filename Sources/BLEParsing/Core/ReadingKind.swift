@@ -151,6 +151,22 @@ public enum ReadingKind: String, CaseIterable, Hashable, Sendable {
     case button
     case dimmer
 
+    /// What a reading of this kind holds (the table above): a number, an
+    /// on/off state, or an event's text. `moisture`, `co` and `gas` take a
+    /// number or a state.
+    public enum Shape: Sendable { case number, state, event, numberOrState }
+
+    public var shape: Shape {
+        switch self {
+        case .batteryLow, .batteryCharging, .cold, .connectivity, .door, .garageDoor, .heat, .light, .lock, .motion, .moving,
+             .occupancy, .opening, .plug, .presence, .problem, .running, .safety, .smoke, .sound, .tamper, .vibration, .window, .binary:
+            return .state
+        case .button, .dimmer: return .event
+        case .moisture, .co, .gas: return .numberOrState
+        default: return .number
+        }
+    }
+
     /// The unit a decoder should use for this kind, `nil` for unitless,
     /// boolean and event kinds.
     public var canonicalUnit: String? {

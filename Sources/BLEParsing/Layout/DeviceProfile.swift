@@ -247,3 +247,103 @@ public enum Glob {
         return i == p.count
     }
 }
+
+extension DeviceProfile.Command {
+    /// The bytes this command writes for `arguments` written as `NAME=VALUE`
+    /// (the CLI's and MQTT's form): every argument field needs one; values are
+    /// read as the field's type reads them (``FieldLayout/Field/parse(_:)``).
+    public func encode(arguments list: [String]) throws(FieldLayout.Problem) -> [UInt8] {
+        var given: [String: String] = [:]
+        for argument in list {
+            guard let eq = argument.firstIndex(of: "=") else {
+                throw FieldLayout.Problem(field: "", "expected NAME=VALUE, got \"\(argument)\" (arguments: \(arguments(described: true)))")
+            }
+            let name = String(argument[..<eq])
+            guard self.arguments.contains(where: { $0.name == name }) else {
+                throw FieldLayout.Problem(field: name, "not an argument of \(self.name) (arguments: \(arguments(described: true)))")
+            }
+            guard given.updateValue(String(argument[argument.index(after: eq)...]), forKey: name) == nil else {
+                throw FieldLayout.Problem(field: name, "given twice")
+            }
+        }
+        return try encode(text: given)
+    }
+
+    /// As ``encode(arguments:)``, from a name → text table (HTTP and MQTT JSON give numbers as text too).
+    public func encode(text given: [String: String]) throws(FieldLayout.Problem) -> [UInt8] {
+        var values = constants
+        for field in arguments {
+            guard let text = given[field.name] else {
+                throw FieldLayout.Problem(field: field.name, "missing (arguments: \(arguments(described: true)))")
+            }
+            values[field.name] = try field.parse(text)
+        }
+        return try layout.encode(values)
+    }
+
+    /// `name:type` of each argument, for messages and menus.
+    public func arguments(described: Bool) -> String {
+        let list = arguments.map { f in described ? "\(f.name)=\(f.argumentKind)" : f.name }
+        return list.isEmpty ? "none" : list.joined(separator: " ")
+    }
+}
+
+extension FieldLayout.Field {
+    /// What a value of this field is written as: `integer`, `number`,
+    /// `on|off…` (an enumeration's names), `text`, `hex`, a list of them.
+    public var argumentKind: String {
+        let one: String
+        if !values.isEmpty {
+            one = values.sorted { $0.key < $1.key }.map(\.value).joined(separator: "|")
+        } else {
+            switch encoding {
+            case .unsigned, .signed: one = isScaled ? "number" : "integer"
+            case .float: one = "number"
+            case .string: one = "text"
+            case .raw: one = "hex"
+            }
+        }
+        return count == .fixed(1) ? one : "\(one),…"
+    }
+
+    /// A value of this field from text: an enumeration's name, a number
+    /// (decimal, or `0x` hex for integers), text as it is, bytes as hex; a
+    /// repeated field takes comma-separated values. Range checks are the
+    /// layout's (``FieldLayout/encode(_:)``).
+    public func parse(_ text: String) throws(FieldLayout.Problem) -> FieldLayout.Value {
+        if count != .fixed(1) {
+            var one = self
+            one.count = .fixed(1)
+            var items: [FieldLayout.Value] = []
+            for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+                items.append(try one.parse(String(part)))
+            }
+            return .list(items)
+        }
+        let t = String(text.trimmingCharacters(in: " "))
+        switch encoding {
+        case .string: return .text(text)
+        case .raw:
+            do { return .bytes(try Hex.bytes(t)) } catch { throw FieldLayout.Problem(field: name, "expected hex bytes: \(error)") }
+        case .unsigned, .signed, .float:
+            if values.values.contains(t) { return .text(t) }
+            if !isScaled, encoding.isInteger {
+                if t.hasPrefix("0x") || t.hasPrefix("0X"), let u = UInt64(t.dropFirst(2), radix: 16) { return .unsigned(u) }
+                if let i = Int64(t) { return .integer(i) }
+                if let u = UInt64(t) { return .unsigned(u) }
+            } else if let x = Double(t), x.isFinite {
+                return .number(x)
+            }
+            throw FieldLayout.Problem(field: name, "expected \(argumentKind), got \"\(text)\"")
+        }
+    }
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: Character) -> Substring.SubSequence {
+        var s = Substring(self)
+        while s.first == set { s.removeFirst() }
+        while s.last == set { s.removeLast() }
+        return s
+    }
+}

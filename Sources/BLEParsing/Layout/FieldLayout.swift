@@ -93,10 +93,14 @@ public struct FieldLayout: Sendable, Equatable {
         /// value: a decimal finer than the scale's step, or as many as scale
         /// and add have.
         public var decimals: Int?
+        /// A raw value (of the field's bits, before sign, scale and add) that
+        /// means "not available": no reading then (the value still decodes).
+        public var absent: UInt64?
 
         public init(name: String, offset: Int, encoding: Encoding, bits: Bits? = nil, scale: Double = 1, add: Double = 0,
                     values: [Int64: String] = [:], count: Count = .fixed(1), reading: ReadingKind? = nil,
-                    unit: String? = nil, label: String? = nil, decimals: Int? = nil) {
+                    unit: String? = nil, label: String? = nil, decimals: Int? = nil, absent: UInt64? = nil) {
+            self.absent = absent
             self.decimals = decimals
             self.name = name
             self.offset = offset
@@ -170,6 +174,8 @@ public struct FieldLayout: Sendable, Equatable {
     /// The same fields as plain steps where they are single numbers (the
     /// usual sensor field): no name, enumeration or list to copy per payload.
     private let steps: [Step]
+    /// Per field, the value its `absent` raw value decodes to (no reading for it).
+    private let absentValues: [Value?]
 
     /// One field of ``readings(of:context:)``: a plain number read inline, or the general path.
     struct Step {
@@ -188,6 +194,7 @@ public struct FieldLayout: Sendable, Equatable {
         var kind: ReadingKind?
         var unit: String?
         var label: String?
+        var absent: UInt64?
     }
 
     /// The largest scaled integer: its raw value still round-trips through a Double.
@@ -240,6 +247,26 @@ public struct FieldLayout: Sendable, Equatable {
                 guard pow10(-d) < abs(f.scale) || (whole(f.scale) && whole(f.add)) else {
                     throw Problem(field: f.name, "\(d) decimals are too few for a scale of \(f.scale) (values would not read back)")
                 }
+            }
+            if let kind = f.reading {
+                // A reading's value must be of its kind's shape, or the same kind would
+                // reach history, MQTT and Home Assistant as a number here and a state there.
+                let text = !f.values.isEmpty || f.encoding == .string(bytes: f.encoding.size)
+                let state = f.encoding.isInteger && f.values.isEmpty && f.width == 1
+                switch (kind.shape, f.encoding) {
+                case (_, .raw): throw Problem(field: f.name, "bytes cannot be a reading (\(kind.rawValue))")
+                case (.event, _) where !text:
+                    throw Problem(field: f.name, "\(kind.rawValue) is an event: its field is text or an enumeration")
+                case (.state, _) where !state:
+                    throw Problem(field: f.name, "\(kind.rawValue) is an on/off state: its field is a single bit (bits: N)")
+                case (.number, _) where text || state, (.numberOrState, _) where text:
+                    throw Problem(field: f.name, "\(kind.rawValue) is a number: its field is a number, not \(text ? "text or an enumeration" : "a single bit")")
+                default: break
+                }
+            }
+            if let a = f.absent {
+                guard f.encoding.isInteger else { throw Problem(field: f.name, "absent (a \"not available\" raw value) applies to integers only") }
+                guard a <= Self.mask(f.width) else { throw Problem(field: f.name, "absent \(a) does not fit its \(f.width) bits") }
             }
             switch f.count {
             case let .fixed(c):
@@ -303,7 +330,16 @@ public struct FieldLayout: Sendable, Equatable {
             }
             return Step(read: read, field: i, offset: f.offset, bytes: bytes, endian: endian, shift: UInt64(f.bits?.shift ?? 0),
                         width: f.width, scaled: f.isScaled, scale: f.scale, add: f.add, decimals: f.decimals, kind: f.reading,
-                        unit: f.unit, label: f.label)
+                        unit: f.unit, label: f.label, absent: f.absent)
+        }
+        self.absentValues = fields.map { f in
+            guard let a = f.absent, let container = f.encoding.container else { return nil }
+            var bytes = [UInt8](repeating: 0, count: container.bytes)
+            Self.store(&bytes, 0, container.bytes, container.endian, a << UInt64(f.bits?.shift ?? 0))
+            var one = f
+            one.offset = 0
+            one.count = .fixed(1)
+            return try? FieldLayout.elementValue(one, bytes, at: 0, length: container.bytes, context: "")
         }
         self.readingCount = fields.reduce(0) { n, f in
             guard f.reading != nil else { return n }
@@ -361,14 +397,14 @@ public struct FieldLayout: Sendable, Equatable {
     /// one reading per element, labelled with its index.
     public func readings(_ decoded: [(name: String, value: Value)]) -> [Reading] {
         var out: [Reading] = []
-        for (f, d) in zip(fields, decoded) {
+        for (i, (f, d)) in zip(fields, decoded).enumerated() {
             guard let kind = f.reading else { continue }
             if case let .list(items) = d.value {
                 for (k, item) in items.enumerated() {
-                    Self.append(item, f, kind, label: [f.label, "\(k)"].compactMap { $0 }.joined(separator: "_"), to: &out)
+                    append(item, f, kind, label: [f.label, "\(k)"].compactMap { $0 }.joined(separator: "_"), to: &out, index: i)
                 }
             } else {
-                Self.append(d.value, f, kind, label: f.label, to: &out)
+                append(d.value, f, kind, label: f.label, to: &out, index: i)
             }
         }
         return out
@@ -398,6 +434,7 @@ public struct FieldLayout: Sendable, Equatable {
                 guard let kind = step.kind else { continue }
                 var raw = Self.load(data, step.offset, step.bytes, step.endian)
                 if step.width < 8 * step.bytes { raw = (raw >> step.shift) & Self.mask(step.width) }
+                if let absent = step.absent, raw == absent { continue }
                 if step.width == 1 {
                     out.append(Reading(kind, raw != 0, label: step.label))
                     continue
@@ -415,30 +452,37 @@ public struct FieldLayout: Sendable, Equatable {
                 }
                 if x.isFinite { out.append(Reading(kind, x, unit: step.unit, label: step.label)) }
             case .general:
-                try generalReadings(fields[step.field], data, context: context, into: &out)
+                try generalReadings(step.field, data, context: context, into: &out)
             }
         }
         return out
     }
 
-    private func generalReadings(_ f: Field, _ data: [UInt8], context: String, into out: inout [Reading]) throws(DecodeError) {
+    private func generalReadings(_ i: Int, _ data: [UInt8], context: String, into out: inout [Reading]) throws(DecodeError) {
+        let f = fields[i]
         guard let size = f.encoding.size else {
             let v = try element(f, data, at: f.offset, length: data.count - f.offset, context: context)
-            if let kind = f.reading { Self.append(v, f, kind, label: f.label, to: &out) }
+            if let kind = f.reading { append(v, f, kind, label: f.label, to: &out, index: i) }
             return
         }
         if case .fixed(1) = f.count {
             let v = try element(f, data, at: f.offset, length: size, context: context)
-            if let kind = f.reading { Self.append(v, f, kind, label: f.label, to: &out) }
+            if let kind = f.reading { append(v, f, kind, label: f.label, to: &out, index: i) }
             return
         }
         let elements: Int = if case let .fixed(c) = f.count { c } else { (data.count - f.offset) / size }
         for k in 0..<elements {
             let v = try element(f, data, at: f.offset + k * size, length: size, context: context)
             if let kind = f.reading {
-                Self.append(v, f, kind, label: [f.label, "\(k)"].compactMap { $0 }.joined(separator: "_"), to: &out)
+                append(v, f, kind, label: [f.label, "\(k)"].compactMap { $0 }.joined(separator: "_"), to: &out, index: i)
             }
         }
+    }
+
+    @inline(__always)
+    private func append(_ v: Value, _ f: borrowing Field, _ kind: ReadingKind, label: String?, to out: inout [Reading], index: Int) {
+        if f.absent != nil, let a = absentValues[index], a == v { return }
+        Self.append(v, f, kind, label: label, to: &out)
     }
 
     @inline(__always)
@@ -455,6 +499,10 @@ public struct FieldLayout: Sendable, Equatable {
     }
 
     private func element(_ f: borrowing Field, _ data: [UInt8], at offset: Int, length: Int, context: String) throws(DecodeError) -> Value {
+        try Self.elementValue(f, data, at: offset, length: length, context: context)
+    }
+
+    private static func elementValue(_ f: borrowing Field, _ data: [UInt8], at offset: Int, length: Int, context: String) throws(DecodeError) -> Value {
         switch f.encoding {
         case let .unsigned(n, endian), let .signed(n, endian):
             var raw = Self.load(data, offset, n, endian)

@@ -31,6 +31,7 @@ struct BlueZOptions: ParsableArguments {
     /// Connects and mirrors bluetoothd, turning every failure into a message
     /// that says what to do.
     func client() async throws -> BlueZClient {
+        state.loadProfiles()
         do {
             let client = try await BlueZClient.connect(to: busAddress)
             guard client.mirror.snapshot().available else {
@@ -113,7 +114,7 @@ func jsonLine(_ object: [String: Any]) -> String {
 
 /// Decodes what a device advertises (the domain layer's glue to the parser).
 func decodedAdvertisement(_ device: Device, bindkey: [UInt8]? = nil) -> [AdvertisementModel] {
-    AdvertisementReadings.decode(device, bindkey: bindkey)
+    AdvertisementReadings.decode(device, bindkey: bindkey, profiles: cliProfiles.profiles)
 }
 
 func readingsText(_ models: [AdvertisementModel]) -> String {

@@ -1,0 +1,206 @@
+import ArgumentParser
+import BLEParsing
+import BlueZ
+import Domain
+import Foundation
+import GatewayConfig
+import Vocabulary
+
+/// `blecompanion profile check|test`: a device profile (docs/PROFILES.md)
+/// validated, tried on sample bytes, or on what a scan hears.
+struct ProfileCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "profile",
+        abstract: "Check a device profile, or decode sample bytes with it.",
+        discussion: """
+            A profile describes a device the built-in decoders do not know: which devices it is for, \
+            where readings lie in its advertisements and characteristics, and its commands \
+            (docs/PROFILES.md).
+
+            EXIT STATUS
+              0  valid (check), decoded (test)
+              2  test: the bytes did not decode; the reason is on standard error
+              65 the profile has problems; each is printed as FILE:LINE: KEY: MESSAGE
+            """,
+        subcommands: [ProfileCheckCommand.self, ProfileTestCommand.self])
+}
+
+/// The profile or exit 65 with its problems.
+private func loadProfile(_ path: String) throws -> DeviceProfile {
+    do { return try ProfileFiles.load(path: path) } catch {
+        printError(error.description)
+        throw ExitCode(65)
+    }
+}
+
+struct ProfileCheckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Validate profile files; with --scan, show which devices in range each matches and what they decode to.")
+
+    @Argument(help: "Profile files.") var files: [String]
+    @Option(parsing: .unconditional, help: "Scan this many seconds (1…600) and list the devices each profile matches.")
+    var scan: Double?
+    @OptionGroup var options: BlueZOptions
+
+    func validate() throws {
+        guard !files.isEmpty else { throw ValidationError("give at least one profile file") }
+        try checkSeconds(scan, "--scan")
+        if let scan, !(1...600).contains(scan) { throw ValidationError("--scan must be 1…600 seconds, got \(scan)") }
+    }
+
+    func run() async throws {
+        var profiles: [DeviceProfile] = []
+        var problems = false
+        for file in files {
+            do {
+                let p = try ProfileFiles.load(path: file)
+                profiles.append(p)
+                if !options.json { print("\(file): valid: \(summary(p))") }
+            } catch {
+                printError(error.description)
+                problems = true
+            }
+        }
+        if problems { throw ExitCode(65) }
+        if options.json {
+            for p in profiles { out(jsonLine(["profile": p.name, "valid": true, "summary": summary(p)])) }
+        }
+        guard let scan else { return }
+        try await runReporting {
+            let client = try await options.client()
+            let adapter = try options.adapter(of: client)
+            let set = ProfileSet(profiles)
+            let session = try await client.discover(adapter: adapter.id, filter: DiscoveryFilter(transport: .le))
+            if !options.json { printError("Scanning on \(adapter.id.name) for \(Int(scan)) s…") }
+            try? await Task.sleep(for: .seconds(scan))
+            await session.stop()
+            var matched = 0
+            for d in client.mirror.snapshot().devices(on: adapter.id).sorted(by: { $0.address < $1.address }) {
+                let adv = AdvertisementReadings.advertisement(of: d)
+                guard let p = set.profile(for: adv) else { continue }
+                matched += 1
+                let results = ProfileSet([p]).decode(adv)
+                let readings = results.compactMap { try? $0.get() }.flatMap(\.readings)
+                let errors = results.compactMap { r -> String? in if case let .failure(e) = r { return e.description } else { return nil } }
+                if options.json {
+                    out(jsonLine(["address": d.address.description, "profile": p.name, "name": d.name ?? "",
+                                  "readings": readings.map { DecodeOutput.readingName($0) + "=" + DecodeOutput.readingValue($0.value) },
+                                  "errors": errors]))
+                } else {
+                    var line = "\(d.address)  \(d.name ?? "(no name)")  → \(p.name)"
+                    if !readings.isEmpty { line += "  " + readings.map { r in
+                        "\(DecodeOutput.readingName(r))=\(DecodeOutput.readingValue(r.value))\(r.unit.map { " \($0)" } ?? "")"
+                    }.joined(separator: " ") }
+                    for e in errors { line += "  (decode error: \(e))" }
+                    out(line)
+                }
+            }
+            if !options.json { printError("\(matched) device\(matched == 1 ? "" : "s") matched.") }
+        }
+    }
+
+    func summary(_ p: DeviceProfile) -> String {
+        var parts: [String] = ["profile \(p.name)"]
+        var match: [String] = []
+        if let n = p.match.name { match.append("name \(n)") }
+        if let s = p.match.service { match.append("service \(BluetoothUUID.short(s.string))") }
+        if let m = p.match.manufacturer { match.append("manufacturer \(hexString(m))") }
+        if let a = p.match.address { match.append("address \(a)") }
+        parts.append("matches " + match.joined(separator: " and "))
+        let readings = (p.advertisement.map(\.layout) + p.gatt.map(\.layout)).flatMap(\.fields).filter { $0.reading != nil }.count
+        parts.append("\(p.advertisement.count) advertisement payload(s), \(p.gatt.count) characteristic(s), \(readings) reading field(s)")
+        if !p.commands.isEmpty { parts.append("commands: " + p.commands.map(\.name).joined(separator: ", ")) }
+        return parts.joined(separator: "; ")
+    }
+}
+
+struct ProfileTestCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "test",
+        abstract: "Decode sample bytes with a profile: an advertisement payload, a characteristic value, or a command's bytes.",
+        discussion: """
+            Without --characteristic or --adv, HEX is a manufacturer or service data payload (without the \
+            company id or UUID) and is decoded by each of the profile's advertisement entries whose prefix \
+            it begins with. --adv: HEX is raw advertising data (AD structures), and the profile's match is \
+            tried too. --characteristic UUID: HEX is that characteristic's value. --command NAME ARG…: \
+            prints the bytes the command writes (nothing is sent).
+            """)
+
+    @Argument(help: "The profile file.") var file: String
+    @Option(help: ArgumentHelp("Sample bytes (repeatable).", valueName: "hex"), transform: DecodeArguments.payload)
+    var hex: [[UInt8]] = []
+    @Option(help: "Decode HEX as this characteristic's value (a UUID the profile's gatt section names).")
+    var characteristic: String?
+    @Flag(help: "HEX is raw advertising data (AD structures); the profile's match is tried too.")
+    var adv = false
+    @Option(help: "Encode this command's arguments (the remaining arguments, as NAME=VALUE) and print the bytes.")
+    var command: String?
+    @Argument(help: "For --command: the arguments, NAME=VALUE.") var arguments: [String] = []
+    @OptionGroup var output: DecodeOutputOptions
+
+    func validate() throws {
+        guard command != nil || !hex.isEmpty else { throw ValidationError("give --hex (bytes to decode) or --command") }
+        guard command == nil || hex.isEmpty else { throw ValidationError("--command encodes; do not give --hex with it") }
+        guard characteristic == nil || !adv else { throw ValidationError("--adv and --characteristic exclude each other") }
+    }
+
+    func run() throws {
+        let profile = try loadProfile(file)
+        if let command { return try encode(profile, command) }
+        var failed = false
+        for bytes in hex {
+            let results = decode(profile, bytes)
+            if results.isEmpty {
+                DecodeOutput.error("\(Hex.string(bytes)): \(why(profile, bytes))")
+                failed = true
+            }
+            for result in results {
+                switch result {
+                case let .success(model): print(output.json ? DecodeOutput.json(model) : DecodeOutput.text(model))
+                case let .failure(e):
+                    DecodeOutput.error(e.description)
+                    failed = true
+                }
+            }
+        }
+        if failed { throw ExitCode(2) }
+    }
+
+    func decode(_ profile: DeviceProfile, _ bytes: [UInt8]) -> [Result<AdvertisementModel, DecodeError>] {
+        if let characteristic {
+            guard let uuid = try? BluetoothUUID(parsing: characteristic),
+                  let field = profile.gatt.first(where: { $0.characteristic == uuid }) else { return [] }
+            return [Result { () throws(DecodeError) in try profile.decodeCharacteristic(field, bytes) }]
+        }
+        if adv {
+            let (ad, errors) = AdvertisingData.parsePartial(bytes)
+            return errors.map { .failure($0) } + ProfileSet([profile]).decode(ad.advertisement(address: nil))
+        }
+        return profile.advertisement.filter { bytes.starts(with: $0.prefix) }.map { field in
+            Result { () throws(DecodeError) in try profile.decodeAdvertisement(field, bytes) }
+        }
+    }
+
+    func why(_ profile: DeviceProfile, _ bytes: [UInt8]) -> String {
+        if let characteristic { return "the profile has no gatt entry for characteristic \(characteristic)" }
+        if adv { return "the profile's match does not hold for this advertisement, or it has none of the payloads the profile reads" }
+        if profile.advertisement.isEmpty { return "the profile has no advertisement section (use --characteristic for a GATT value)" }
+        return "no advertisement entry of the profile begins with these bytes (prefixes: "
+            + profile.advertisement.map { $0.prefix.isEmpty ? "none" : Hex.string($0.prefix) }.joined(separator: ", ") + ")"
+    }
+
+    func encode(_ profile: DeviceProfile, _ name: String) throws {
+        guard let command = profile.commands.first(where: { $0.name == name }) else {
+            let known = profile.commands.map(\.name)
+            printError("Error: the profile has no command \"\(name)\"" + (known.isEmpty ? "" : "; it has: \(known.joined(separator: ", "))"))
+            throw ExitCode(64)
+        }
+        let bytes: [UInt8]
+        do { bytes = try command.encode(arguments: arguments) } catch {
+            printError("Error: \(name): \(error.description)")
+            throw ExitCode(64)
+        }
+        print(output.json ? jsonLine(["command": name, "hex": Hex.string(bytes), "response": command.withResponse]) : Hex.string(bytes))
+    }
+}
