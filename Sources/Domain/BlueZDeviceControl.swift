@@ -159,6 +159,26 @@ public final class BlueZDeviceControl: DeviceControl {
         details.format = decoded.format
         details.readings = decoded.readings
         details.lastSeen = s.lastSeen[id]
+        // A profile's characteristics decode with its layouts (docs/PROFILES.md).
+        let profile = s.decoded.profiles.profiles.isEmpty ? nil
+            : s.decoded.profiles.profiles.profile(for: AdvertisementReadings.advertisement(of: d))
+        details.profile = profile?.name
+        func decode(service: String, characteristic uuid: String, value: [UInt8]?, format: [UInt8]?) -> DecodedValue? {
+            if let profile, !profile.gatt.isEmpty, let value, let field = profile.gattField(service: service, characteristic: uuid) {
+                do throws(DecodeError) {
+                    let model = try profile.decodeCharacteristic(field, value)
+                    if !model.readings.isEmpty { return .readings(model.readings) }
+                    var dict: [String: String] = [:]
+                    for (k, v) in model.fields {
+                        if case let .string(text) = v { dict[k] = text } else { dict[k] = v.description }
+                    }
+                    return .fields(dict, order: model.fields.map(\.0))
+                } catch {
+                    return .undecodable(error.description)
+                }
+            }
+            return AttributeDecoding.decode(uuid: uuid, value: value, presentationFormat: format)
+        }
         let services = snap.gattTree(of: id).map { entry in
             GATTServiceNode(
                 id: entry.service.id, uuid: entry.service.uuid, name: AttributeDecoding.name(of: entry.service.uuid),
@@ -169,7 +189,7 @@ public final class BlueZDeviceControl: DeviceControl {
                         id: c.id, uuid: c.uuid, name: AttributeDecoding.name(of: c.uuid), flags: c.flags.sorted(),
                         canRead: c.canRead, canWrite: c.canWrite, canWriteWithoutResponse: c.canWriteWithoutResponse,
                         canNotify: c.canNotify, notifying: c.notifying, value: c.value,
-                        decoded: AttributeDecoding.decode(uuid: c.uuid, value: c.value, presentationFormat: format),
+                        decoded: decode(service: entry.service.uuid, characteristic: c.uuid, value: c.value, format: format),
                         descriptors: descriptors.map { d in
                             GATTDescriptorNode(id: d.id, uuid: d.uuid, name: AttributeDecoding.name(of: d.uuid), value: d.value,
                                                decoded: AttributeDecoding.decode(uuid: d.uuid, value: d.value, descriptor: true))

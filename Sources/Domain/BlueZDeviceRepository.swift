@@ -13,8 +13,6 @@ public enum AdvertisementReadings {
         return decodeCounting(device, bindkey: bindkey, profiles: profiles).models
     }
 
-    /// The models, and the decoders that recognised the data but failed on
-    /// it (their `DecodeError.context`, e.g. "BTHome v2"), for metrics.
     /// What the parsing module sees of a device's advertisements: name,
     /// address, manufacturer and service data, and (`withUUIDs`) its service UUIDs.
     public static func advertisement(of device: Device, withUUIDs: Bool = true) -> Advertisement {
@@ -30,14 +28,19 @@ public enum AdvertisementReadings {
         return adv
     }
 
-    static func decodeCounting(_ device: Device, bindkey: [UInt8]?, profiles: ProfileSet) -> (models: [AdvertisementModel], failures: [String]) {
+    /// The models, the decoders that recognised the data but failed on it
+    /// (their `DecodeError.context`, for metrics), and the profile that decoded
+    /// the device (a profile the user wrote for it wins over a built-in decoder).
+    static func decodeCounting(_ device: Device, bindkey: [UInt8]?, profiles: ProfileSet)
+        -> (models: [AdvertisementModel], failures: [String], profile: DeviceProfile?)
+    {
         // The UUID list only when a profile may match on it (parsing it costs).
         let adv = advertisement(of: device, withUUIDs: !profiles.isEmpty)
         var models: [AdvertisementModel] = []
         var failures: [String] = []
-        // A profile the user wrote for the device wins over a built-in decoder.
         var results: [Result<AdvertisementModel, DecodeError>]
-        if !profiles.isEmpty, let profile = profiles.profile(for: adv) {
+        let profile = profiles.isEmpty ? nil : profiles.profile(for: adv)
+        if let profile {
             results = []
             ProfileSet([profile]).decode(adv, into: &results)
         } else {
@@ -49,7 +52,7 @@ public enum AdvertisementReadings {
             case let .failure(error): failures.append(error.context)
             }
         }
-        return (models, failures)
+        return (models, failures, profile)
     }
 }
 
@@ -73,9 +76,12 @@ public struct DeviceRepositoryStatistics: Sendable, Equatable {
 struct DecodedAdvertisement: Sendable {
     var format: String?
     var readings: [Reading] = []
+    /// The profile that describes the device (its format even when it advertises no readings).
+    var profile: String?
 
-    init(_ models: [AdvertisementModel]) {
-        format = models.first?.formatName
+    init(_ models: [AdvertisementModel], profile: DeviceProfile? = nil) {
+        self.profile = profile?.name
+        format = models.first?.formatName ?? profile?.formatName
         // One model (the usual case): its own array, not a copy, so the
         // cache and every record built from it share one buffer.
         readings = models.count == 1 ? models[0].readings : models.flatMap(\.readings)
@@ -107,9 +113,9 @@ struct AdvertisementCache {
            cached.service == device.serviceData, cached.key == bindkey, cached.profiles == generation {
             return cached.decoded
         }
-        let (models, failed) = AdvertisementReadings.decodeCounting(device, bindkey: bindkey, profiles: set)
+        let (models, failed, profile) = AdvertisementReadings.decodeCounting(device, bindkey: bindkey, profiles: set)
         for context in failed { failures[context, default: 0] += 1 }
-        let fresh = DecodedAdvertisement(models)
+        let fresh = DecodedAdvertisement(models, profile: profile)
         entries[device.id] = (device.manufacturerData, device.serviceData, bindkey, generation, fresh)
         return fresh
     }
@@ -415,6 +421,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         var r = DeviceRecord(id: d.id, name: d.alias ?? d.name, rssi: d.rssi, paired: d.paired, connected: d.connected,
                              trusted: d.trusted, format: decoded.format,
                              readings: decoded.readings, lastSeen: lastSeen, heard: heard)
+        r.profile = decoded.profile
         if let m = memory[d.id] {
             r.firstSeen = m.firstSeen
             if r.lastSeen == nil {

@@ -28,6 +28,8 @@ public struct DeviceDetails: Sendable, Equatable, Identifiable {
     public var format: String?
     public var readings: [Reading] = []
     public var lastSeen: Date?
+    /// The device profile that describes it (docs/PROFILES.md); nil: none.
+    public var profile: String?
 
     public init(id: DeviceID) { self.id = id }
 }

@@ -36,6 +36,8 @@ public struct DeviceRecord: Sendable, Equatable, Identifiable {
     /// The decoded advertisement format ("bthome", "ruuvi", …), if any.
     public var format: String?
     public var readings: [Reading]
+    /// The device profile that describes it (docs/PROFILES.md), by name; nil: none matches.
+    public var profile: String?
     /// When it was last heard, on the wall clock (shown and published).
     public var lastSeen: Date?
     /// When it was last heard this session, on the boot-time clock

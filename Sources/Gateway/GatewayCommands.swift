@@ -16,13 +16,18 @@ import Vocabulary
 /// {"action": "read",   "characteristic": "2a37"}
 /// {"action": "write",  "characteristic": "2a39", "value": "01", "without_response": false}
 /// {"action": "notify", "characteristic": "2a37", "enable": true}
+/// {"action": "command", "name": "unlock", "arguments": {"pin": 1234}}
 /// ```
+///
+/// `command` runs a command of the device's profile (docs/PROFILES.md): its
+/// arguments are encoded by the profile's layout and written to its
+/// characteristic.
 ///
 /// `characteristic` is a 16-bit or 128-bit UUID, or the characteristic's
 /// object path; `id` (any string) is echoed in the reply.
 public struct GatewayCommand: Sendable, Equatable {
     public enum Action: String, Sendable, Equatable, CaseIterable {
-        case connect, disconnect, read, write, notify
+        case connect, disconnect, read, write, notify, command
     }
 
     public var action: Action
@@ -31,6 +36,9 @@ public struct GatewayCommand: Sendable, Equatable {
     public var withoutResponse: Bool
     public var enable: Bool
     public var id: String?
+    /// `command`: the profile command's name and its arguments as text (numbers as JSON wrote them).
+    public var name: String?
+    public var arguments: [String: String] = [:]
 
     public init(action: Action, characteristic: String? = nil, value: [UInt8]? = nil, withoutResponse: Bool = false,
                 enable: Bool = true, id: String? = nil) {
@@ -57,7 +65,7 @@ public struct GatewayCommand: Sendable, Equatable {
                 throw GatewayCommandError(id: nil, "\"id\" must be a string or a number")
             }
         }
-        let known: Set<String> = ["action", "characteristic", "value", "without_response", "enable", "id"]
+        let known: Set<String> = ["action", "characteristic", "value", "without_response", "enable", "id", "name", "arguments"]
         if let unknown = dict.keys.sorted().first(where: { !known.contains($0) }) {
             throw GatewayCommandError(id: id, "unknown member \"\(unknown)\" (known: \(known.sorted().joined(separator: ", ")))")
         }
@@ -92,9 +100,36 @@ public struct GatewayCommand: Sendable, Equatable {
             guard let b = raw as? Bool, isJSONBool(raw) else { throw GatewayCommandError(id: id, "\"enable\" must be true or false") }
             command.enable = b
         }
+        if let raw = dict["name"] {
+            guard let name = raw as? String, !name.isEmpty else { throw GatewayCommandError(id: id, "\"name\" must be a command's name") }
+            command.name = name
+        }
+        if let raw = dict["arguments"] {
+            guard let object = raw as? [String: Any] else {
+                throw GatewayCommandError(id: id, "\"arguments\" must be an object like {\"pin\": 1234}")
+            }
+            for (key, value) in object {
+                func text(_ v: Any) -> String? {
+                    if isJSONBool(v), let b = v as? Bool { return b ? "1" : "0" }
+                    if let n = v as? NSNumber { return n.stringValue }
+                    return v as? String
+                }
+                if let list = value as? [Any] {
+                    let items = list.compactMap(text)
+                    guard items.count == list.count else { throw GatewayCommandError(id: id, "\"arguments.\(key)\" must hold numbers or strings") }
+                    command.arguments[key] = items.joined(separator: ",")
+                } else if let t = text(value) {
+                    command.arguments[key] = t
+                } else {
+                    throw GatewayCommandError(id: id, "\"arguments.\(key)\" must be a number, a string, true/false or a list of them")
+                }
+            }
+        }
         switch action {
         case .read, .write, .notify:
             if command.characteristic == nil { throw GatewayCommandError(id: id, "\"\(action.rawValue)\" needs \"characteristic\"") }
+        case .command:
+            if command.name == nil { throw GatewayCommandError(id: id, "\"command\" needs \"name\" (a command of the device's profile)") }
         case .connect, .disconnect: break
         }
         if action == .write && command.value == nil { throw GatewayCommandError(id: id, "\"write\" needs \"value\" (hex)") }
@@ -283,6 +318,9 @@ public final class CommandExecutor: Sendable {
     private static func run(_ command: GatewayCommand, presenter: DeviceDetailPresenter) async -> Outcome {
         let states = presenter.states()
         switch command.action {
+        case .command:
+            // Resolved into a write by the runtime (GatewayRuntime.execute), which knows the profiles.
+            return .failure("no profile command \(command.name ?? "") for this device")
         case .connect, .disconnect:
             let kind: DeviceDetailPresenter.Command = command.action == .connect ? .connect : .disconnect
             var iterator = states.makeAsyncIterator()

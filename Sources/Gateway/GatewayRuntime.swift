@@ -240,7 +240,8 @@ public final class GatewayRuntime: Sendable {
             fleet: coordinator == nil ? nil : fleetPublishing, expireAfter: options.expireAfter)
         loop = PublishingLoop(planner: PublishPlanner(options: .init(topics: options.topics, selection: options.selection,
                                                                       policy: options.policy, discovery: options.discovery,
-                                                                      fleet: coordinator == nil ? nil : fleetPublishing)),
+                                                                      fleet: coordinator == nil ? nil : fleetPublishing),
+                                                        profiles: { profiles.profiles.profile(named: $0) }),
                               fleet: coordinator, identities: identities, watched: Set(options.watched.keys))
     }
 
@@ -337,6 +338,9 @@ public final class GatewayRuntime: Sendable {
         }
         if options.mqtt != nil {
             loops.append(GatewayLoop("MQTT link") { [weak self] in await self?.mqttLink() })
+        }
+        if !options.profilePaths.isEmpty {
+            loops.append(GatewayLoop("profile connections") { [weak self] in await self?.profileConnectionsLoop() })
         }
         let group = ServiceGroup(configuration: .init(services: loops.map(\.configuration), logger: logger))
         let runner = Task { [weak self] in
@@ -535,7 +539,7 @@ public final class GatewayRuntime: Sendable {
     }
 
     /// Readings from a watched device's subscribed characteristics become part of its state.
-    private func followGATT(_ id: DeviceID, uuids: [String]) async {
+    func followGATT(_ id: DeviceID, uuids: [String]) async {
         let wanted = Set(uuids.map(BlueZSnapshot.normalizeUUID))
         var last: [Reading]?
         for await snapshot in control.details(of: id) {
@@ -914,10 +918,52 @@ public final class GatewayRuntime: Sendable {
         enqueue([OutgoingMessage(topic: options.topics.reply(address), payload: reply.json, retain: false, qos: 1)])
     }
 
+    struct CommandProblem: Error, CustomStringConvertible { var description: String }
+
+    /// A profile command as the write it is: the device's profile (by its
+    /// advertisements, as the repository matches it), the command by name,
+    /// its arguments encoded by the command's layout.
+    func profileWrite(_ command: GatewayCommand, on address: BluetoothAddress) -> Result<GatewayCommand, CommandProblem> {
+        let set = profiles.profiles
+        let id = DeviceID(adapter: adapterID, address: address)
+        guard let device = client.mirror.snapshot().devices[id] else {
+            return .failure(CommandProblem(description: "no device \(address) (not heard since bluetoothd started)"))
+        }
+        guard let profile = set.profile(for: AdvertisementReadings.advertisement(of: device)) else {
+            return .failure(CommandProblem(description: "no device profile matches \(address), so it has no commands (docs/PROFILES.md)"))
+        }
+        guard let name = command.name, let c = profile.commands.first(where: { $0.name == name }) else {
+            let known = profile.commands.map(\.name)
+            return .failure(CommandProblem(description: "profile \(profile.name) has no command \"\(command.name ?? "")\""
+                + (known.isEmpty ? "" : "; it has: \(known.joined(separator: ", "))")))
+        }
+        do throws(FieldLayout.Problem) {
+            let bytes = try c.encode(text: command.arguments)
+            if let extra = command.arguments.keys.sorted().first(where: { key in !c.arguments.contains { $0.name == key } }) {
+                return .failure(CommandProblem(description: "\(name): \"\(extra)\" is not an argument (arguments: \(c.arguments(described: true)))"))
+            }
+            return .success(GatewayCommand(action: .write, characteristic: c.characteristic.string, value: bytes,
+                                           withoutResponse: !c.withResponse, id: command.id))
+        } catch {
+            return .failure(CommandProblem(description: "\(name): \(error.description)"))
+        }
+    }
+
     /// Runs a device command (MQTT and HTTP both come here).
     public func execute(_ command: GatewayCommand, on address: BluetoothAddress) async -> GatewayCommandReply {
-        logger.info("command \(command.action.rawValue) for \(address)")
-        let reply = await executor.execute(command, on: address)
+        logger.info("command \(command.action.rawValue)\(command.name.map { " \($0)" } ?? "") for \(address)")
+        var reply: GatewayCommandReply
+        if command.action == .command {
+            switch profileWrite(command, on: address) {
+            case let .success(write):
+                reply = await executor.execute(write, on: address)
+                reply.action = GatewayCommand.Action.command.rawValue
+            case let .failure(problem):
+                reply = GatewayCommandReply(id: command.id, action: command.action.rawValue, address: address, error: problem.description)
+            }
+        } else {
+            reply = await executor.execute(command, on: address)
+        }
         metrics.countCommand(command.action.rawValue, ok: reply.ok, busy: reply.busy)
         if reply.busy {
             // Counted (result "busy"), not logged as a failure: a flood of commands would flood the log.

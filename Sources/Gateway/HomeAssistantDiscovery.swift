@@ -17,6 +17,7 @@ public enum HomeAssistantDiscovery {
     public enum Component: String, Sendable {
         case sensor
         case binarySensor = "binary_sensor"
+        case button, number, select
     }
 
     /// What ``binaryPayloadOn``/``binaryPayloadOff`` the binary-sensor template renders.
@@ -24,12 +25,14 @@ public enum HomeAssistantDiscovery {
     public static let binaryPayloadOff = "OFF"
 
     /// One retained config message per published reading, and the RSSI sensor.
-    public static func messages(for record: DeviceRecord, topics: GatewayTopics) -> [OutgoingMessage] {
+    /// `profile`: the device's profile, whose commands become entities (``commandConfigs(_:record:topics:)``).
+    public static func messages(for record: DeviceRecord, topics: GatewayTopics, profile: DeviceProfile? = nil) -> [OutgoingMessage] {
         let address = record.id.address
+        let maker = profile?.manufacturer
         var out: [OutgoingMessage] = []
         for (key, reading) in ReadingKey.published(record.readings) where !StatePayload.fixedKeys.contains(key) {
             let component: Component = if case .bool = reading.value { .binarySensor } else { .sensor }
-            var members = common(record: record, key: key, name: entityName(reading), topics: topics)
+            var members = common(record: record, maker: maker, key: key, name: entityName(reading), topics: topics)
             switch reading.value {
             case .bool:
                 members.append(("value_template", .string("{{ '\(binaryPayloadOn)' if value_json.\(key) else '\(binaryPayloadOff)' }}")))
@@ -46,7 +49,7 @@ public enum HomeAssistantDiscovery {
             }
             out.append(config(component: component, address: address, key: key, members: members, topics: topics))
         }
-        var rssi = common(record: record, key: "rssi", name: "RSSI", topics: topics)
+        var rssi = common(record: record, maker: maker, key: "rssi", name: "RSSI", topics: topics)
         rssi.append(contentsOf: [
             ("value_template", .string("{{ value_json.rssi }}")),
             ("unit_of_measurement", .string(Unit.dBm)),
@@ -58,12 +61,58 @@ public enum HomeAssistantDiscovery {
         out.append(config(component: .sensor, address: address, key: "rssi", members: rssi, topics: topics))
         if topics.fleet != nil {
             // Presence: the room of the gateway that owns the device (the nearest, by the fleet's rule).
-            var room = common(record: record, key: "room", name: "Room", topics: topics)
+            var room = common(record: record, maker: maker, key: "room", name: "Room", topics: topics)
             room.append(contentsOf: [
                 ("value_template", .string("{{ value_json.room }}")),
                 ("icon", .string("mdi:map-marker")),
             ])
             out.append(config(component: .sensor, address: address, key: "room", members: room, topics: topics))
+        }
+        if let profile { out.append(contentsOf: commandConfigs(profile, record: record, topics: topics)) }
+        return out
+    }
+
+    /// A profile's commands as entities that send `{"action":"command",…}`
+    /// to the device's command topic: a command without arguments is a
+    /// `button`; one whose single argument is an enumeration a `select` of
+    /// its names; one whose single argument is a number a `number` over the
+    /// field's range. Other commands (several arguments, text, bytes) are
+    /// for MQTT, HTTP and the CLI only.
+    static func commandConfigs(_ profile: DeviceProfile, record: DeviceRecord, topics: GatewayTopics) -> [OutgoingMessage] {
+        var out: [OutgoingMessage] = []
+        let address = record.id.address
+        let maker = profile.manufacturer
+        for command in profile.commands {
+            let key = "command_\(command.name)"
+            let title = command.name.replacingOccurrences(of: "_", with: " ")
+            var members = common(record: record, maker: maker, key: key, name: title.prefix(1).uppercased() + title.dropFirst(), topics: topics)
+            members.removeAll { $0.0 == "state_topic" }
+            members.append(("command_topic", .string(topics.command(address))))
+            let head = "{\"action\":\"command\",\"name\":\(JSONValue.quote(command.name))"
+            let arguments = command.arguments
+            if arguments.isEmpty {
+                members.append(("payload_press", .string(head + "}")))
+                out.append(config(component: .button, address: address, key: key, members: members, topics: topics))
+                continue
+            }
+            guard arguments.count == 1, let field = arguments.first, field.count == .fixed(1) else { continue }
+            let argument = JSONValue.quote(field.name)
+            if !field.values.isEmpty {
+                members.append(("options", .list(field.values.sorted { $0.key < $1.key }.map { .string($0.value) })))
+                members.append(("command_template", .string(head + ",\"arguments\":{\(argument):\"{{ value }}\"}}")))
+                members.append(("optimistic", .bool(true)))
+                out.append(config(component: .select, address: address, key: key, members: members, topics: topics))
+                continue
+            }
+            guard let range = field.numberRange else { continue }
+            members.append(("min", .number(range.lowerBound)))
+            members.append(("max", .number(range.upperBound)))
+            members.append(("step", .number(field.isScaled ? abs(field.scale) : 1)))
+            members.append(("mode", .string("box")))
+            if let unit = field.unit ?? field.reading?.canonicalUnit { members.append(("unit_of_measurement", .string(unit))) }
+            members.append(("command_template", .string(head + ",\"arguments\":{\(argument):{{ value }}}}")))
+            members.append(("optimistic", .bool(true)))
+            out.append(config(component: .number, address: address, key: key, members: members, topics: topics))
         }
         return out
     }
@@ -115,7 +164,7 @@ public enum HomeAssistantDiscovery {
         return OutgoingMessage(topic: topic, payload: SortedJSON.bytes(members), retain: true, qos: 1)
     }
 
-    private static func common(record: DeviceRecord, key: String, name: String,
+    private static func common(record: DeviceRecord, maker: String?, key: String, name: String,
                                topics: GatewayTopics) -> [(String, FieldValue)] {
         let address = record.id.address
         // In a fleet no one gateway's status says whether the device is
@@ -130,11 +179,11 @@ public enum HomeAssistantDiscovery {
             ("state_topic", .string(topics.state(address))),
             ("availability", .list(availability)),
             ("availability_mode", .string("all")),
-            ("device", device(record, topics: topics)),
+            ("device", device(record, maker: maker, topics: topics)),
         ]
     }
 
-    private static func device(_ record: DeviceRecord, topics: GatewayTopics) -> FieldValue {
+    private static func device(_ record: DeviceRecord, maker profileMaker: String?, topics: GatewayTopics) -> FieldValue {
         let address = record.id.address
         var members: [(String, FieldValue)] = [
             ("identifiers", .list([.string("blecompanion_\(nodeID(address, topics: topics))")])),
@@ -144,6 +193,9 @@ public enum HomeAssistantDiscovery {
         if topics.fleet == nil { members.append(("via_device", .string(gatewayIdentifier(topics)))) }
         if let format = record.format { members.append(("model", .string(format))) }
         if let maker = manufacturer(forFormat: record.format) { members.append(("manufacturer", .string(maker))) }
+        // A profile's own maker (a profile named after a built-in format does not get that format's).
+        if record.profile != nil { members.removeAll { $0.0 == "manufacturer" } }
+        if let profileMaker { members.append(("manufacturer", .string(profileMaker))) }
         return .nested(members)
     }
 

@@ -116,7 +116,20 @@ public struct PublishPlanner: Sendable {
     /// bluetoothd (and the adapter) usable, as the last list state said.
     public private(set) var bluetoothAvailable = false
 
-    public init(options: Options) { self.options = options }
+    /// The profile of this name (commands become Home Assistant entities); none by default.
+    let profiles: @Sendable (String) -> DeviceProfile?
+
+    public init(options: Options, profiles: @escaping @Sendable (String) -> DeviceProfile? = { _ in nil }) {
+        self.options = options
+        self.profiles = profiles
+    }
+
+    /// The Home Assistant configs of a record, with its profile's commands.
+    func discovery(_ record: DeviceRecord) -> (messages: [OutgoingMessage], keys: [String]) {
+        let profile = record.profile.flatMap(profiles)
+        let keys = ReadingKey.published(record.readings).map(\.key) + (profile?.commands.map { "command:\($0.name)" } ?? [])
+        return (HomeAssistantDiscovery.messages(for: record, topics: options.topics, profile: profile), keys)
+    }
 
     /// When each online device next has something due (a held-back change,
     /// a heartbeat): kept beside `devices` so ``tick(now:)`` and
@@ -222,10 +235,9 @@ public struct PublishPlanner: Sendable {
             return true
         }
         if options.discovery, contentChanged || device.discoveryKeys == nil {
-            let record = device.record
-            let keys = ReadingKey.published(record.readings).map(\.key)
+            let (messages, keys) = discovery(device.record)
             if device.discoveryKeys != keys {
-                out.append(contentsOf: HomeAssistantDiscovery.messages(for: record, topics: options.topics))
+                out.append(contentsOf: messages)
                 device.discoveryKeys = keys
             }
         }
@@ -299,9 +311,9 @@ public struct PublishPlanner: Sendable {
         guard var device = devices[address], !device.source.stale else { return [] }
         var out: [OutgoingMessage] = []
         if options.discovery {
-            let record = device.record
-            out.append(contentsOf: HomeAssistantDiscovery.messages(for: record, topics: options.topics))
-            device.discoveryKeys = ReadingKey.published(record.readings).map(\.key)
+            let (messages, keys) = discovery(device.record)
+            out.append(contentsOf: messages)
+            device.discoveryKeys = keys
         }
         device.online = true
         out.append(options.topics.deviceAvailabilityMessage(address, online: true))
@@ -377,15 +389,17 @@ public struct PublishPlanner: Sendable {
     /// with GATT readings after the advertised ones.
     static func record(_ row: DeviceListPresenter.Row, extra: [Reading]) -> DeviceRecord {
         let name = row.id.address.isWritten(as: row.title) ? nil : row.title
-        return DeviceRecord(id: row.id, name: name, rssi: row.rssi, paired: row.paired, connected: row.connected,
+        var r = DeviceRecord(id: row.id, name: name, rssi: row.rssi, paired: row.paired, connected: row.connected,
                             trusted: row.trusted, format: row.format,
                             // Without GATT readings the row's array itself (shared, not a copy per device).
                             readings: extra.isEmpty ? row.readings : row.readings + extra, lastSeen: row.lastSeen)
+        r.profile = row.profile
+        return r
     }
 
     /// Whether two rows give the same content (RSSI, last seen and flags aside).
     static func sameContent(_ a: DeviceListPresenter.Row, _ b: DeviceListPresenter.Row) -> Bool {
-        a.title == b.title && a.format == b.format && a.readings == b.readings
+        a.title == b.title && a.format == b.format && a.readings == b.readings && a.profile == b.profile
     }
 
     /// The parts of a state that make it worth publishing again.

@@ -164,6 +164,10 @@ struct ProfileReader {
         if let entry = top.value("connection"), let word = reader.choice(entry, ["keep", "on_demand"]) {
             connection = word == "keep" ? .keep : .onDemand
         }
+        if connection == .onDemand, let i = gatt.firstIndex(where: { $0.access == .notify }) {
+            reader.report(line: top.value("gatt")?.line, key: "gatt[\(i)].notify",
+                          "notifications need a connection that stays up: add connection: keep (or read the value with read_every)")
+        }
         if top.value("advertisement") == nil, top.value("gatt") == nil, top.value("commands") == nil {
             reader.report(line: nil, key: "", "the profile has no advertisement, gatt or commands section: nothing to read or write")
         }

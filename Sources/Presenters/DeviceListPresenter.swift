@@ -58,9 +58,12 @@ public final class DeviceListPresenter: Presenter {
         public var stale: Bool
         /// The connection manager's status when the device is watched, nil when not.
         public var watch: ConnectionStatus?
+        /// The device profile that describes it, by name (docs/PROFILES.md).
+        public var profile: String?
         public init(id: DeviceID, title: String, rssi: Int16? = nil, format: String? = nil, readings: [Reading] = [],
                     paired: Bool = false, trusted: Bool = false, connected: Bool = false, lastSeen: Date? = nil,
-                    stale: Bool = false, watch: ConnectionStatus? = nil) {
+                    stale: Bool = false, watch: ConnectionStatus? = nil, profile: String? = nil) {
+            self.profile = profile
             self.id = id
             self.title = title
             self.rssi = rssi
@@ -493,7 +496,7 @@ public final class DeviceListPresenter: Presenter {
         return Row(id: d.id, title: d.name ?? d.id.address.description, rssi: d.rssi, format: d.format, readings: d.readings,
                    paired: d.paired, trusted: d.trusted, connected: d.connected, lastSeen: now.seen(d, age: age),
                    stale: age.map { $0 > expiry.staleAfter } ?? false,
-                   watch: watches[d.id.address])
+                   watch: watches[d.id.address], profile: d.profile)
     }
 }
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Bounds
 import BLEParsing
 import BlueZ
 import Domain
@@ -23,6 +24,12 @@ struct ProfileCommand: AsyncParsableCommand {
               65 the profile has problems; each is printed as FILE:LINE: KEY: MESSAGE
             """,
         subcommands: [ProfileCheckCommand.self, ProfileTestCommand.self])
+}
+
+/// The profile in force (``cliProfiles``) that describes `device`, if any.
+func profileOf(_ device: Device) -> DeviceProfile? {
+    let set = cliProfiles.profiles
+    return set.isEmpty ? nil : set.profile(for: AdvertisementReadings.advertisement(of: device))
 }
 
 /// The profile or exit 65 with its problems.
@@ -202,5 +209,76 @@ struct ProfileTestCommand: ParsableCommand {
             throw ExitCode(64)
         }
         print(output.json ? jsonLine(["command": name, "hex": Hex.string(bytes), "response": command.withResponse]) : Hex.string(bytes))
+    }
+}
+
+/// `blecompanion command ADDRESS NAME ARG…`: a command of the device's
+/// profile, encoded by its layout and written to its characteristic.
+struct DeviceCommandCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "command",
+        abstract: "Run a command of a device's profile (docs/PROFILES.md); without NAME, list its commands.",
+        discussion: """
+            ARGs are NAME=VALUE: numbers (decimal, or 0x hex for integers), an enumeration's names, text, \
+            hex for bytes, comma-separated values for a list. The device is connected for the command when \
+            it is not already, and let go afterwards (unless --stay-connected).
+            """)
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    @Argument(help: "The command's name.") var name: String?
+    @Argument(help: "Its arguments, NAME=VALUE.") var arguments: [String] = []
+    @Option(parsing: .unconditional, help: "Seconds to wait for the connection.") var timeout: Double = 30
+    @Flag(help: "Keep the connection the command made.") var stayConnected = false
+
+    func validate() throws { try checkSeconds(timeout, "--timeout") }
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let (_, device) = try options.device(address, of: client)
+            guard let profile = cliProfiles.profiles.profile(for: AdvertisementReadings.advertisement(of: device)) else {
+                throw CLIError("no device profile matches \(device.address) (\(device.name ?? "no name")); profiles come from --profiles or the state directory's profiles/ (docs/PROFILES.md).")
+            }
+            guard let name else {
+                if options.json {
+                    for c in profile.commands {
+                        out(jsonLine(["command": c.name, "arguments": c.arguments.map { ["name": $0.name, "type": $0.argumentKind] }]))
+                    }
+                } else {
+                    out(profile.commands.isEmpty ? "Profile \(profile.name) has no commands."
+                        : profile.commands.map { "\($0.name)  \($0.arguments(described: true))" }.joined(separator: "\n"))
+                }
+                return
+            }
+            guard let command = profile.commands.first(where: { $0.name == name }) else {
+                let known = profile.commands.map(\.name)
+                throw CLIError("profile \(profile.name) has no command \"\(name)\"" + (known.isEmpty ? " (it has none)." : "; it has: \(known.joined(separator: ", "))."))
+            }
+            let bytes: [UInt8]
+            do throws(FieldLayout.Problem) { bytes = try command.encode(arguments: arguments) } catch {
+                throw CLIError("\(name): \(error.description)")
+            }
+            let connectedBefore = device.connected
+            if !connectedBefore {
+                do { try await client.connectResolvingServices(device.id, timeout: Bounds.duration(seconds: timeout)) } catch {
+                    throw CLIError("cannot connect to \(device.address): \(CLIError(error, device: device).description)")
+                }
+            }
+            let snapshot = client.mirror.snapshot()
+            let target = snapshot.gattTree(of: device.id).filter { (try? BluetoothUUID(parsing: $0.service.uuid)) == command.service }
+                .flatMap(\.characteristics).first { (try? BluetoothUUID(parsing: $0.0.uuid)) == command.characteristic }?.0
+            var failure: CLIError?
+            if let target {
+                do { try await client.writeValue(target.id, bytes, type: command.withResponse ? .request : .command) } catch {
+                    failure = CLIError("\(name): writing \(BluetoothUUID.short(target.uuid)) failed: \(CLIError(error, device: device).description)")
+                }
+            } else {
+                failure = CLIError("\(device.address) has no characteristic \(command.characteristic.string) in service \(command.service.string)")
+            }
+            if !connectedBefore, !stayConnected { try? await client.disconnect(device.id) }
+            if let failure { throw failure }
+            out(options.json ? jsonLine(["address": device.address.description, "command": name, "written": Hex.string(bytes)])
+                             : "Sent \(name) (\(Hex.string(bytes))) to \(device.displayName).")
+        }
     }
 }

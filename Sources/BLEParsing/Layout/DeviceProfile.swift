@@ -200,6 +200,13 @@ public struct ProfileSet: Sendable, Equatable {
 }
 
 extension DeviceProfile {
+    /// The GATT field for a characteristic (UUIDs as bluetoothd writes them).
+    public func gattField(service: String, characteristic: String) -> GATTField? {
+        guard let c = try? BluetoothUUID(parsing: characteristic) else { return nil }
+        let s = try? BluetoothUUID(parsing: service)
+        return gatt.first { $0.characteristic == c && (s == nil || $0.service == s) }
+    }
+
     /// The decode-error context of this profile's fields: `profile <name>`.
     public var context: String { "profile \(name)" }
 

@@ -121,7 +121,26 @@ public struct FieldLayout: Sendable, Equatable {
             return 8 * (encoding.size ?? 0)
         }
 
-        var isScaled: Bool { scale != 1 || add != 0 }
+        public var isScaled: Bool { scale != 1 || add != 0 }
+
+        /// The values a numeric field takes (scaled), lowest first; nil for
+        /// text, bytes, enumerations and integers wider than 53 bits.
+        public var numberRange: ClosedRange<Double>? {
+            guard values.isEmpty else { return nil }
+            switch encoding {
+            case .unsigned, .signed:
+                guard width <= 53 else { return nil }
+                let signed: Bool = if case .signed = encoding { true } else { false }
+                let low = signed ? -Double(UInt64(1) << UInt64(width - 1)) : 0
+                let high = signed ? Double((UInt64(1) << UInt64(width - 1)) - 1) : Double((UInt64(1) << UInt64(width)) - 1)
+                let a = FieldLayout.rounded(low * scale + add, decimals), b = FieldLayout.rounded(high * scale + add, decimals)
+                return min(a, b)...max(a, b)
+            case let .float(n, _):
+                let m = n == 2 ? 65504.0 : n == 4 ? Double(Float.greatestFiniteMagnitude) : Double.greatestFiniteMagnitude
+                return -m...m
+            default: return nil
+            }
+        }
 
         var isRepeated: Bool { count != .fixed(1) }
     }

@@ -210,7 +210,25 @@ private func characteristic(_ options: BlueZOptions, _ client: BlueZClient, _ ad
     return (device, c)
 }
 
-private func printValue(_ value: [UInt8], _ c: GATTCharacteristic, json: Bool, extra: [String: Any] = [:]) {
+private func printValue(_ value: [UInt8], _ c: GATTCharacteristic, json: Bool, extra: [String: Any] = [:], profile: DeviceProfile? = nil) {
+    if let profile, let field = profile.gattField(service: "", characteristic: c.uuid) {
+        // The device's profile reads this characteristic (docs/PROFILES.md).
+        switch Result(catching: { () throws(DecodeError) in try profile.decodeCharacteristic(field, value) }) {
+        case let .success(m):
+            if json {
+                var o: [String: Any] = ["uuid": c.uuid, "value": Hex.string(value), "profile": profile.name]
+                o["decoded"] = (try? JSONSerialization.jsonObject(with: Data(DecodeOutput.json(m).utf8))) ?? NSNull()
+                for (k, v) in extra { o[k] = v }
+                out(jsonLine(o))
+            } else {
+                let text = readingsText([m]).isEmpty ? m.fields.map { "\($0.0)=\(DecodeOutput.fieldText($0.1))" }.joined(separator: ", ") : readingsText([m])
+                out("\(Hex.string(value))  → \(text)")
+            }
+        case let .failure(e):
+            out(json ? jsonLine(["uuid": c.uuid, "value": Hex.string(value), "error": e.description]) : "\(Hex.string(value))  → (profile \(profile.name): \(e.description))")
+        }
+        return
+    }
     let decoded = (try? BluetoothUUID(parsing: c.uuid)).flatMap { try? GATTDecoder.decode(characteristic: $0, value: value) }
     if json {
         var o: [String: Any] = ["uuid": c.uuid, "value": Hex.string(value)]
@@ -233,10 +251,10 @@ struct ReadCommand: AsyncParsableCommand {
     func run() async throws {
         try await runReporting {
             let client = try await options.client()
-            let (_, c) = try characteristic(options, client, address, uuid)
+            let (d, c) = try characteristic(options, client, address, uuid)
             let value: [UInt8]
             do { value = try await client.readValue(c.id, offset: offset) } catch { throw CLIError(error) }
-            printValue(value, c, json: options.json)
+            printValue(value, c, json: options.json, profile: profileOf(d))
         }
     }
 }
@@ -290,7 +308,8 @@ struct NotifyCommand: AsyncParsableCommand {
     func run() async throws {
         try await runReporting {
             let client = try await options.client()
-            let (_, c) = try characteristic(options, client, address, uuid)
+            let (d, c) = try characteristic(options, client, address, uuid)
+            let profile = profileOf(d)
             guard c.canNotify else { throw CLIError("characteristic \(BluetoothUUID.short(c.uuid)) does not notify (flags: \(c.flags.sorted().joined(separator: ", "))).") }
             if acquire { return try await acquired(client, c) }
             let stream: AsyncStream<NotificationEvent>
@@ -305,7 +324,7 @@ struct NotifyCommand: AsyncParsableCommand {
                     for await event in stream {
                         switch event {
                         case let .value(v):
-                            printValue(v, c, json: json)
+                            printValue(v, c, json: json, profile: profile)
                             seen += 1
                             if let limit, seen >= limit { return }
                         case let .paused(reason):
@@ -332,11 +351,12 @@ struct NotifyCommand: AsyncParsableCommand {
         let reader = AcquiredSocketReader(fd: socket.take(), packetSize: Int(mtu) + 1)
         let stop = StopSignal(after: duration)
         let json = options.json, limit = count
+        let profile = client.mirror.snapshot().devices[c.id.device].flatMap(profileOf)
         let outcome = await withTaskGroup(of: Int?.self) { group -> Int? in
             group.addTask {
                 var seen = 0
                 for await value in reader.values {
-                    printValue(value, c, json: json)
+                    printValue(value, c, json: json, profile: profile)
                     seen += 1
                     if let limit, seen >= limit { return seen }
                 }

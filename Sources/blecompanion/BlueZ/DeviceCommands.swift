@@ -2,6 +2,7 @@ import Bounds
 import ArgumentParser
 import BLEParsing
 import BlueZ
+import Domain
 import DBus
 import Foundation
 import Locking
@@ -188,6 +189,8 @@ struct InfoCommand: AsyncParsableCommand {
             for (k, v) in properties.sorted(by: { $0.key < $1.key }) { lines.append("  \(k): \(propertyText(v))") }
             if let b = snap.batteries[device.id] { lines.append("  Battery: \(b) %") }
             let decoded = decodedAdvertisement(device, bindkey: try options.bindkeys()[device.address])
+            let profile = cliProfiles.profiles.profile(for: AdvertisementReadings.advertisement(of: device))
+            if let profile { lines.append("  Profile: \(profile.name)") }
             if !decoded.isEmpty { lines.append("  Decoded advertisement: \(readingsText(decoded))") }
             for entry in snap.gattTree(of: device.id) {
                 let s = entry.service
@@ -203,7 +206,15 @@ struct InfoCommand: AsyncParsableCommand {
                     if let value {
                         line += " = \(Hex.string(value))"
                         cj["value"] = Hex.string(value)
-                        if let g = try? GATTDecoder.decode(characteristic: try BluetoothUUID(parsing: c.uuid), value: value) {
+                        if let profile, let field = profile.gattField(service: s.uuid, characteristic: c.uuid) {
+                            // The device's profile reads this characteristic (docs/PROFILES.md).
+                            switch Result(catching: { () throws(DecodeError) in try profile.decodeCharacteristic(field, value) }) {
+                            case let .success(m):
+                                line += "  → \(readingsText([m]).isEmpty ? m.fields.map { "\($0.0)=\(DecodeOutput.fieldText($0.1))" }.joined(separator: ", ") : readingsText([m]))"
+                                cj["decoded"] = (try? JSONSerialization.jsonObject(with: Data(DecodeOutput.json(m).utf8))) ?? NSNull()
+                            case let .failure(e): line += "  → (profile \(profile.name): \(e.description))"
+                            }
+                        } else if let g = try? GATTDecoder.decode(characteristic: try BluetoothUUID(parsing: c.uuid), value: value) {
                             line += "  → \(gattText(g))"
                             cj["decoded"] = (try? JSONSerialization.jsonObject(with: Data(g.jsonString.utf8))) ?? NSNull()
                         }

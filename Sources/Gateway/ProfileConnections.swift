@@ -1,0 +1,169 @@
+import BLEParsing
+import BlueZ
+import Domain
+import Foundation
+import Vocabulary
+
+/// The GATT side of device profiles (docs/PROFILES.md): a device whose
+/// profile reads characteristics is connected as its `connection` says —
+/// kept connected and subscribed (`keep`), or connected for each scheduled
+/// read and let go (`on_demand`) — through the connection manager (its slots
+/// and backoff). What the characteristics decode to is published with the
+/// device's state, as a watched device's readings are.
+extension GatewayRuntime {
+    /// Devices followed for their profiles at once; more are named in the log and wait.
+    static let maximumProfileConnections = 32
+    /// How long an on-demand read waits for the connection.
+    static let onDemandConnectTimeout: Duration = .seconds(30)
+
+    /// Follows the device list: starts a device's profile work when a
+    /// profile with GATT fields first describes it, restarts it when the
+    /// profile changes (a reload), stops it when none does any more. Looks
+    /// at the devices that changed only (O(changes) per snapshot).
+    func profileConnectionsLoop() async {
+        var running: [DeviceID: (profile: DeviceProfile, task: Task<Void, Never>)] = [:]
+        var refused: Set<DeviceID> = []
+        var seen: UInt64?
+        defer {
+            for (id, r) in running {
+                r.task.cancel()
+                manager.unwatch(id)
+            }
+        }
+        for await snapshot in devices.snapshots() {
+            let set = profiles.profiles
+            let changed = snapshot.changes(since: seen)
+            seen = snapshot.version
+            let ids: [DeviceID] = changed.map(Array.init) ?? snapshot.devices.map(\.id) + running.keys.filter { snapshot.record($0) == nil }
+            for id in ids {
+                let wanted = snapshot.record(id)?.profile.flatMap { set.profile(named: $0) }.flatMap { $0.gatt.isEmpty ? nil : $0 }
+                if let r = running[id], r.profile != wanted {
+                    r.task.cancel()
+                    running[id] = nil
+                    manager.unwatch(id)
+                }
+                guard let profile = wanted, running[id] == nil else { continue }
+                // In a fleet the owner connects (as for watched devices).
+                if loop.inFleet, await !loop.fleetOwns(id.address) { continue }
+                guard running.count < Self.maximumProfileConnections else {
+                    if refused.insert(id).inserted {
+                        logger.warning("profile \(profile.name): \(id.address) not connected: \(Self.maximumProfileConnections) profile devices are followed already")
+                    }
+                    continue
+                }
+                refused.remove(id)
+                logger.info("profile \(profile.name): following \(id.address) (\(profile.connection == .keep ? "kept connected" : "connected on demand"))")
+                running[id] = (profile, Task { [weak self] in await self?.followProfile(id, profile) })
+            }
+            if refused.count > 4 * Self.maximumProfileConnections { refused.removeAll() }
+        }
+    }
+
+    /// One device's profile work until cancelled.
+    func followProfile(_ id: DeviceID, _ profile: DeviceProfile) async {
+        let uuids = profile.gatt.map(\.characteristic.string)
+        let notify = profile.gatt.filter { $0.access == .notify }.map(\.characteristic.string)
+        let polled = profile.gatt.compactMap { f -> (DeviceProfile.GATTField, Int)? in
+            if case let .poll(seconds) = f.access { return (f, seconds) }
+            return nil
+        }
+        let onConnect = profile.gatt.filter { $0.access == .onConnect }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [weak self] in await self?.followGATT(id, uuids: uuids) }
+            switch profile.connection {
+            case .keep:
+                manager.watch(id, notify: notify)
+                group.addTask { [weak self] in await self?.keepProfileDevice(id, profile, onConnect: onConnect, polled: polled) }
+            case .onDemand:
+                group.addTask { [weak self] in await self?.pollOnDemand(id, profile, fields: onConnect + polled.map(\.0), polled: polled) }
+            }
+            await group.next()
+            group.cancelAll()
+        }
+        manager.unwatch(id)
+    }
+
+    /// `keep`: after each connection, the on-connect fields are read once; the
+    /// polled ones every so often while connected.
+    private func keepProfileDevice(_ id: DeviceID, _ profile: DeviceProfile, onConnect: [DeviceProfile.GATTField],
+                                   polled: [(DeviceProfile.GATTField, Int)]) async {
+        var lastRead: [BluetoothUUID: ContinuousClock.Instant] = [:]
+        var wasConnected = false
+        let clock = ContinuousClock()
+        while !Task.isCancelled {
+            let connected = await servicesResolved(id, within: .seconds(3600))
+            if connected, !wasConnected {
+                for f in onConnect { await readProfileField(id, profile, f) }
+            }
+            wasConnected = connected
+            guard connected else { continue }
+            var next: Duration = .seconds(3600)
+            for (f, seconds) in polled {
+                let due = lastRead[f.characteristic].map { $0 + .seconds(seconds) } ?? clock.now
+                if due <= clock.now {
+                    await readProfileField(id, profile, f)
+                    lastRead[f.characteristic] = clock.now
+                    next = min(next, .seconds(seconds))
+                } else {
+                    next = min(next, clock.now.duration(to: due))
+                }
+            }
+            // Wake for the next read, or sooner when the connection drops.
+            _ = await connectionChanges(id, within: next, from: true)
+        }
+    }
+
+    /// `on_demand`: connect, read what is due, disconnect; again at the shortest interval.
+    private func pollOnDemand(_ id: DeviceID, _ profile: DeviceProfile, fields: [DeviceProfile.GATTField],
+                              polled: [(DeviceProfile.GATTField, Int)]) async {
+        let interval = polled.map(\.1).min() ?? 3600
+        while !Task.isCancelled {
+            manager.watch(id)
+            if await servicesResolved(id, within: Self.onDemandConnectTimeout) {
+                for f in fields { await readProfileField(id, profile, f) }
+            } else {
+                logger.warning("profile \(profile.name): \(id.address) did not connect within \(Self.onDemandConnectTimeout); reading again in \(interval) s")
+            }
+            manager.unwatch(id)
+            do throws(DomainError) { try await control.disconnect(id) } catch {
+                logger.debug("profile \(profile.name): disconnecting \(id.address): \(error.description)")
+            }
+            do { try await Task.sleep(for: .seconds(interval)) } catch { return }
+        }
+    }
+
+    /// Reads one profile characteristic (its value reaches the state through ``followGATT(_:uuids:)``).
+    private func readProfileField(_ id: DeviceID, _ profile: DeviceProfile, _ field: DeviceProfile.GATTField) async {
+        let snapshot = client.mirror.snapshot()
+        let target = snapshot.gattTree(of: id).lazy.filter { (try? BluetoothUUID(parsing: $0.service.uuid)) == field.service }
+            .flatMap(\.characteristics).first { (try? BluetoothUUID(parsing: $0.0.uuid)) == field.characteristic }?.0
+        guard let target else {
+            logger.warning("profile \(profile.name): \(id.address) has no characteristic \(field.characteristic.string) in service \(field.service.string)")
+            return
+        }
+        do throws(DomainError) { _ = try await control.read(target.id) } catch {
+            metrics.countDBusError()
+            logger.warning("profile \(profile.name): reading \(field.characteristic.string) of \(id.address): \(error.description)")
+        }
+    }
+
+    /// Whether the device is connected with its services resolved, waiting at most `limit` for it.
+    private func servicesResolved(_ id: DeviceID, within limit: Duration) async -> Bool {
+        await connectionChanges(id, within: limit, from: false)
+    }
+
+    /// Waits until the device's connected-and-resolved state is not `from`
+    /// (or `limit` passes); returns the state then.
+    private func connectionChanges(_ id: DeviceID, within limit: Duration, from: Bool) async -> Bool {
+        func state() -> Bool {
+            let d = client.mirror.snapshot().devices[id]
+            return d?.connected == true && d?.servicesResolved == true
+        }
+        if state() != from { return state() }
+        try? await client.mirror.wait(for: "a connection change of \(id.address)", timeout: limit) { snapshot in
+            let d = snapshot.devices[id]
+            return (d?.connected == true && d?.servicesResolved == true) != from
+        }
+        return state()
+    }
+}
