@@ -94,6 +94,9 @@ extension GatewayRuntime {
             let connected = await servicesResolved(id, within: .seconds(3600))
             if connected, !wasConnected {
                 for f in onConnect { await readProfileField(id, profile, f) }
+                // A notified value is not known until the device next notifies:
+                // read the current one when the characteristic can be read.
+                for f in profile.gatt where f.access == .notify { await readProfileField(id, profile, f, ifReadable: true) }
             }
             wasConnected = connected
             guard connected else { continue }
@@ -133,7 +136,7 @@ extension GatewayRuntime {
     }
 
     /// Reads one profile characteristic (its value reaches the state through ``followGATT(_:uuids:)``).
-    private func readProfileField(_ id: DeviceID, _ profile: DeviceProfile, _ field: DeviceProfile.GATTField) async {
+    private func readProfileField(_ id: DeviceID, _ profile: DeviceProfile, _ field: DeviceProfile.GATTField, ifReadable: Bool = false) async {
         let snapshot = client.mirror.snapshot()
         let target = snapshot.gattTree(of: id).lazy.filter { (try? BluetoothUUID(parsing: $0.service.uuid)) == field.service }
             .flatMap(\.characteristics).first { (try? BluetoothUUID(parsing: $0.0.uuid)) == field.characteristic }?.0
@@ -141,6 +144,7 @@ extension GatewayRuntime {
             logger.warning("profile \(profile.name): \(id.address) has no characteristic \(field.characteristic.string) in service \(field.service.string)")
             return
         }
+        if ifReadable, !target.canRead { return }
         do throws(DomainError) { _ = try await control.read(target.id) } catch {
             metrics.countDBusError()
             logger.warning("profile \(profile.name): reading \(field.characteristic.string) of \(id.address): \(error.description)")
