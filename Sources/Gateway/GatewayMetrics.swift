@@ -1,5 +1,6 @@
 import Foundation
 import Locking
+import Vocabulary
 
 /// What the gateway counts, rendered in the Prometheus text exposition
 /// format (version 0.0.4) for `GET /metrics`. Counters only grow; gauges
@@ -48,6 +49,9 @@ public final class GatewayMetrics: Sendable {
         public var profilesLoaded = 0
         public var profileFileErrors = 0
         public var profileReloads: UInt64 = 0
+        /// Per configured device (bounded by the configuration): the drift before its last sync.
+        public var timeSyncDrift: [BluetoothAddress: Double] = [:]
+        public var timeSyncs: [Bool: UInt64] = [:]
         public var connections: UInt64 = 0
         public var connectionFailures: UInt64 = 0
         public var queueDepth: Int = 0
@@ -96,6 +100,13 @@ public final class GatewayMetrics: Sendable {
     private func update(_ change: (inout Values) -> Void) { values.withLock { change(&$0) } }
 
     /// What the device repository counted so far (totals, not increments).
+    public func recordTimeSync(_ address: BluetoothAddress, drift: Double?, ok: Bool) {
+        values.withLock {
+            if let drift { $0.timeSyncDrift[address] = drift }
+            $0.timeSyncs[ok, default: 0] &+= 1
+        }
+    }
+
     public func recordProfiles(loaded: Int, fileErrors: Int, reload: Bool) {
         values.withLock {
             $0.profilesLoaded = loaded
@@ -215,6 +226,12 @@ public final class GatewayMetrics: Sendable {
                [("", "\(v.profileFileErrors)")])
         metric("blecompanion_profile_reloads_total", "counter", "Profile reloads (SIGHUP or POST /api/reload).",
                [("", "\(v.profileReloads)")])
+        if !v.timeSyncs.isEmpty {
+            metric("blecompanion_timesyncs_total", "counter", "Clock syncs of the devices in devices.timesync, by result.",
+                   [("{result=\"ok\"}", "\(v.timeSyncs[true] ?? 0)"), ("{result=\"error\"}", "\(v.timeSyncs[false] ?? 0)")])
+            metric("blecompanion_timesync_drift_seconds", "gauge", "A device's clock minus the host's before its last sync (readable clocks only).",
+                   v.timeSyncDrift.keys.sorted().map { ("{address=\"\($0)\"}", Self.number(v.timeSyncDrift[$0] ?? 0)) })
+        }
         metric("blecompanion_connections_total", "counter", "Connections of watched devices established.", [("", "\(v.connections)")])
         metric("blecompanion_connection_failures_total", "counter", "Connection attempts of watched devices that failed.",
                [("", "\(v.connectionFailures)")])

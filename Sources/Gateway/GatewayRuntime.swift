@@ -62,6 +62,9 @@ public struct GatewayOptions: Sendable {
     public var profilePaths: [String] = []
     /// Of those, the ones that need not exist (the default directory beside the configuration).
     public var optionalProfilePaths: Set<String> = []
+    /// Devices whose clock the gateway sets, and how often (docs/PROFILES.md, "Time sync").
+    public var timeSync: [BluetoothAddress] = []
+    public var timeSyncInterval: Duration = .seconds(86_400)
 
     /// Fleet mode: this gateway's room and the ownership rule (docs/GATEWAY.md, "Fleet").
     public struct FleetOptions: Sendable, Equatable {
@@ -341,6 +344,9 @@ public final class GatewayRuntime: Sendable {
         }
         if !options.profilePaths.isEmpty {
             loops.append(GatewayLoop("profile connections") { [weak self] in await self?.profileConnectionsLoop() })
+        }
+        for address in options.timeSync {
+            loops.append(GatewayLoop("time sync of \(address)", .task) { [weak self] in await self?.timeSyncLoop(address) })
         }
         let group = ServiceGroup(configuration: .init(services: loops.map(\.configuration), logger: logger))
         let runner = Task { [weak self] in

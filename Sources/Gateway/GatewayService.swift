@@ -59,6 +59,8 @@ extension GatewayOptions {
                   batch: Bounds.duration(seconds: c.publish.batch))
         profilePaths = c.profiles + (c.defaultProfileDirectory.map { [$0] } ?? [])
         optionalProfilePaths = Set(c.defaultProfileDirectory.map { [$0] } ?? [])
+        timeSync = c.timeSync
+        timeSyncInterval = Bounds.duration(seconds: c.timeSyncInterval)
         bluetoothdPingInterval = c.pingInterval > 0 ? Bounds.duration(seconds: c.pingInterval) : nil
         identities = c.identities.sorted { $0.key < $1.key }.compactMap { name, key in
             IdentityResolvingKey(bytes: key).map { IdentityResolver.Identity(name: name, key: $0) }

@@ -171,3 +171,68 @@ extension GatewayRuntime {
         return state()
     }
 }
+
+/// Time sync (docs/PROFILES.md, "Time sync"): each configured device's clock
+/// is set once it is first heard and then every `devices.timesync_interval`
+/// (a day by default); a failed sync is tried again after ten minutes. The
+/// drift before and after is logged and exported (`/metrics`).
+extension GatewayRuntime {
+    static let timeSyncRetry: Duration = .seconds(600)
+
+    func timeSyncLoop(_ address: BluetoothAddress) async {
+        while !Task.isCancelled {
+            let id = DeviceID(adapter: adapterID, address: address)
+            if client.mirror.snapshot().devices[id] == nil {
+                try? await client.mirror.wait(for: "\(address) to be heard", timeout: options.timeSyncInterval) { $0.devices[id] != nil }
+                continue
+            }
+            var next = options.timeSyncInterval
+            if loop.inFleet, await !loop.fleetOwns(address) {
+                // Its owner sets it; look again later (ownership moves).
+                next = min(next, Self.timeSyncRetry)
+            } else if await !syncClock(id) {
+                next = min(next, Self.timeSyncRetry)
+            }
+            do { try await Task.sleep(for: next) } catch { return }
+        }
+    }
+
+    /// One sync; connects for it (and lets go afterwards) unless something else keeps the device connected.
+    func syncClock(_ id: DeviceID) async -> Bool {
+        let kept = manager.current[id] != nil
+        let wasConnected = client.mirror.snapshot().devices[id]?.connected == true
+        if !kept { manager.watch(id) }
+        defer {
+            if !kept {
+                manager.unwatch(id)
+                if !wasConnected {
+                    let control = self.control
+                    Task { try? await control.disconnect(id) }
+                }
+            }
+        }
+        do {
+            try await client.mirror.wait(for: "\(id.address) connected", timeout: Self.onDemandConnectTimeout) { snapshot in
+                let d = snapshot.devices[id]
+                return d?.connected == true && d?.servicesResolved == true
+            }
+        } catch {
+            metrics.recordTimeSync(id.address, drift: nil, ok: false)
+            logger.warning("time sync of \(id.address): not connected within \(Self.onDemandConnectTimeout); trying again in \(Self.timeSyncRetry)")
+            return false
+        }
+        do throws(DomainError) {
+            let outcome = try await ClockSync.run(client: client, device: id)
+            metrics.recordTimeSync(id.address, drift: outcome.driftBefore, ok: true)
+            func drift(_ d: Double?) -> String { d.map { String(format: "%+.1f s", $0) } ?? "unknown" }
+            logger.info("time sync of \(id.address) (\(outcome.clock.label)): drift before \(drift(outcome.driftBefore)), after \(drift(outcome.driftAfter))",
+                        metadata: ["drift_before": "\(outcome.driftBefore.map { "\($0)" } ?? "unknown")",
+                                   "drift_after": "\(outcome.driftAfter.map { "\($0)" } ?? "unknown")"])
+            return true
+        } catch {
+            metrics.recordTimeSync(id.address, drift: nil, ok: false)
+            logger.warning("time sync of \(id.address) failed: \(error.description); trying again in \(Self.timeSyncRetry)")
+            return false
+        }
+    }
+}

@@ -14,7 +14,7 @@ struct ConfigLoader {
     static let bluezKeys = ["bus", "adapter", "scan", "ping_interval"]
     static let scanKeys = ["mode", "filter"]
     static let filterKeys = ["transport", "rssi", "uuids", "duplicate_data", "pattern"]
-    static let devicesKeys = ["allow", "deny", "bindkeys", "watch", "expire_after", "identities", "bonded_identities", "profiles"]
+    static let devicesKeys = ["allow", "deny", "bindkeys", "watch", "expire_after", "identities", "bonded_identities", "profiles", "timesync", "timesync_interval"]
     static let watchKeys = ["address", "subscribe"]
     static let publishKeys = ["min_interval", "heartbeat", "batch"]
     static let mqttKeys = [
@@ -258,6 +258,17 @@ struct ConfigLoader {
                 configuration.bondedIdentities = flag ? "/var/lib/bluetooth" : nil
             } else if let directory = reader.nonEmptyText(entry, expected: "true, or bluetoothd's storage directory") {
                 configuration.bondedIdentities = files.resolve(directory)
+            }
+        }
+
+        if let entry = section.value("timesync") {
+            configuration.timeSync = addresses(entry) ?? []
+        }
+        if let entry = section.value("timesync_interval"), let seconds = reader.seconds(entry, minimum: 60) {
+            if seconds > 30 * 86_400 {
+                reader.report(entry, "expected at most 2592000 seconds (30 days), got \(ConfigReader.format(seconds))")
+            } else {
+                configuration.timeSyncInterval = seconds
             }
         }
 

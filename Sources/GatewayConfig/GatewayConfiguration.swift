@@ -228,6 +228,9 @@ public struct GatewayConfiguration: Sendable, Equatable {
     /// devices' keys become identities too (`devices.bonded_identities`); nil: none.
     public var bondedIdentities: String?
     public var watched: [Watched]
+    /// Devices whose clock the gateway sets (`devices.timesync`), every `timeSyncInterval` seconds.
+    public var timeSync: [BluetoothAddress]
+    public var timeSyncInterval: TimeInterval
     /// Device profile files and directories (`devices.profiles`, docs/PROFILES.md), resolved.
     public var profiles: [String]
     /// The directory read when `devices.profiles` is not given: `profiles/`
@@ -262,6 +265,8 @@ public struct GatewayConfiguration: Sendable, Equatable {
         watched = []
         profiles = []
         defaultProfileDirectory = nil
+        timeSync = []
+        timeSyncInterval = 86_400
         expireAfter = 300
         publish = Publish()
         mqtt = nil

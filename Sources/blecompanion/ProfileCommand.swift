@@ -282,3 +282,57 @@ struct DeviceCommandCommand: AsyncParsableCommand {
         }
     }
 }
+
+/// `blecompanion timesync ADDRESS`: sets a device's clock to the host's and
+/// reports the drift before and after (docs/PROFILES.md, "Time sync").
+struct TimeSyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "timesync",
+        abstract: "Set a device's clock to the host's time and show its drift before and after.",
+        discussion: """
+            Knows the Current Time Service (0x1805/0x2A2B), Xiaomi LYWSD02-style clocks and pvvx/ATC custom \
+            thermometer firmware; the first one the device offers is used unless --clock names one. The device \
+            is connected for the sync when it is not already, and let go afterwards. Drift is the device's time \
+            minus the host's, in seconds (pvvx firmware cannot report its time, so no drift for it).
+            """)
+    @OptionGroup var options: BlueZOptions
+    @Argument(help: "The device address.") var address: String
+    @Option(help: "cts, lywsd02 or pvvx (default: what the device offers).") var clock: String?
+    @Option(parsing: .unconditional, help: "Seconds to wait for the connection.") var timeout: Double = 30
+
+    func validate() throws {
+        try checkSeconds(timeout, "--timeout")
+        if let clock, ClockProtocol(rawValue: clock) == nil {
+            throw ValidationError("--clock must be one of \(ClockProtocol.allCases.map(\.rawValue).joined(separator: ", ")), got \"\(clock)\"")
+        }
+    }
+
+    func run() async throws {
+        try await runReporting {
+            let client = try await options.client()
+            let (_, device) = try options.device(address, of: client)
+            let connectedBefore = device.connected
+            if !connectedBefore {
+                do { try await client.connectResolvingServices(device.id, timeout: Bounds.duration(seconds: timeout)) } catch {
+                    throw CLIError("cannot connect to \(device.address): \(CLIError(error, device: device).description)")
+                }
+            }
+            let outcome: ClockSync.Outcome
+            do throws(DomainError) {
+                outcome = try await ClockSync.run(client: client, device: device.id, clock: clock.flatMap(ClockProtocol.init(rawValue:)))
+            } catch {
+                if !connectedBefore { try? await client.disconnect(device.id) }
+                throw CLIError(error.description)
+            }
+            if !connectedBefore { try? await client.disconnect(device.id) }
+            func drift(_ d: Double?) -> String { d.map { String(format: "%+.1f s", $0) } ?? "unknown" }
+            if options.json {
+                out(jsonLine(["address": device.address.description, "clock": outcome.clock.rawValue,
+                              "drift_before": outcome.driftBefore.map { $0 as Any } ?? NSNull(),
+                              "drift_after": outcome.driftAfter.map { $0 as Any } ?? NSNull(), "written": Hex.string(outcome.written)]))
+            } else {
+                out("\(device.displayName): \(outcome.clock.label) set; drift before \(drift(outcome.driftBefore)), after \(drift(outcome.driftAfter)).")
+            }
+        }
+    }
+}
