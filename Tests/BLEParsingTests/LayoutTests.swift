@@ -149,6 +149,7 @@ struct LayoutTests {
     }
 
     @Test("bad layouts are refused with the field and the reason", arguments: [
+        ([.init(name: "huge", offset: 0, encoding: .string(bytes: 65_535), count: .fixed(4096))], "past the 65536 bytes"),
         ([L.Field(name: "a", offset: 0, encoding: .unsigned(bytes: 2, .little)),
           L.Field(name: "b", offset: 1, encoding: .unsigned(bytes: 1, .little))], "field \"b\": overlaps field \"a\" (bytes 0…1)"),
         ([L.Field(name: "a", offset: 0, encoding: .unsigned(bytes: 1, .little), bits: .init(shift: 0, width: 4)),

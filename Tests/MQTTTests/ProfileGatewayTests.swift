@@ -38,6 +38,7 @@ import TestSupport
                 mqtt: { host: 127.0.0.1, port: \(broker.port), discovery: true }
                 http: { listen: "127.0.0.1:\(http)" }
                 publish: { min_interval: 0 }
+                devices: { timesync: ["C0:FF:EE:00:00:34", "C0:FF:EE:00:00:35", "A4:C1:38:00:00:36"] }
                 """.write(to: config, atomically: true, encoding: .utf8)
             let log = dir.appendingPathComponent("gateway.log").path
             let pid = try spawn(try builtExecutable("blecompanion"), ["gateway", "--config", config.path], stderr: log)
@@ -137,6 +138,20 @@ import TestSupport
             #expect(metrics.contains("blecompanion_decode_errors_total{format=\"profile growsense\"}"), "\(metrics)")
             let list = try await curl("http://127.0.0.1:\(http)/api/devices")
             #expect(list.body.contains("C0:FF:EE:00:00:31"), "the device is still listed")
+
+            // 6. Time sync of the configured clocks: each set once heard, the drift before logged and exported.
+            for _ in 0..<150 {
+                metrics = (try? await curl("http://127.0.0.1:\(http)/metrics"))?.body ?? ""
+                if metrics.contains("blecompanion_timesyncs_total{result=\"ok\"} 3") { break }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(metrics.contains("blecompanion_timesyncs_total{result=\"ok\"} 3"), "\(metrics) \(logText())")
+            // The simulated clocks were set to 2020 and 2023: years behind.
+            let drifts = metrics.split(separator: "\n").filter { $0.hasPrefix("blecompanion_timesync_drift_seconds{") }
+            #expect(drifts.count == 2, "CTS and LYWSD02 report their time; pvvx cannot: \(drifts)")
+            #expect(drifts.allSatisfy { ($0.split(separator: " ").last.flatMap { Double($0) } ?? 0) < -1e8 }, "\(drifts)")
+            #expect(logText().contains("time sync of C0:FF:EE:00:00:34 (Current Time Service): drift before -"), "\(logText())")
+            #expect(logText().contains("time sync of A4:C1:38:00:00:36 (pvvx custom firmware): drift before unknown"), "\(logText())")
 
             kill(pid, SIGTERM)
             let status = try await offPool { waitForExit(pid) }

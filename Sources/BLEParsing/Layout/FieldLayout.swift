@@ -216,6 +216,9 @@ public struct FieldLayout: Sendable, Equatable {
         var absent: UInt64?
     }
 
+    /// The bytes a layout's fixed part may cover at most.
+    public static let maximumLength = 65_536
+
     /// The largest scaled integer: its raw value still round-trips through a Double.
     static let maximumScaledBytes = 6
 
@@ -291,6 +294,11 @@ public struct FieldLayout: Sendable, Equatable {
             case let .fixed(c):
                 guard (1...4096).contains(c) else { throw Problem(field: f.name, "count \(c) is outside 1…4096") }
                 if let size = f.encoding.size {
+                    // Attribute values are at most 512 bytes and advertisements shorter: a
+                    // layout past 64 KiB is a mistake, and would make encode allocate it.
+                    guard f.offset + size * c <= Self.maximumLength else {
+                        throw Problem(field: f.name, "it ends at byte \(f.offset + size * c), past the \(Self.maximumLength) bytes a layout may cover")
+                    }
                     fixedEnd = max(fixedEnd, f.offset + size * c)
                 } else {
                     guard rest == nil else { throw Problem(field: f.name, "two fields run to the end of the data") }
