@@ -40,6 +40,10 @@ enum Harness: String, CaseIterable {
     /// claims): what the readers accept must read back the same from what
     /// the writers make of it.
     case fleet
+    /// YAML into the device profile reader; an accepted profile's layouts
+    /// decode the same input by both paths alike, and its commands' bytes
+    /// decode back to the values encoded.
+    case profile
 
     func run(_ input: [UInt8]) -> Int {
         switch self {
@@ -51,6 +55,7 @@ enum Harness: String, CaseIterable {
         case .text: return fuzzText(input)
         case .http: return HTTPRequestFuzzing.run(input)
         case .fleet: return fuzzFleet(input)
+        case .profile: return fuzzProfile(input)
         }
     }
 }
@@ -127,6 +132,34 @@ private func fuzzScenario(_ input: [UInt8]) -> Int {
     } catch {
         return error.description.utf8.count
     }
+}
+
+private func fuzzProfile(_ input: [UInt8]) -> Int {
+    let profile: DeviceProfile
+    do { profile = try ProfileFiles.parse(String(decoding: input, as: UTF8.self), file: "fuzz.yaml") } catch {
+        return error.description.utf8.count
+    }
+    var total = profile.name.utf8.count
+    let layouts = profile.advertisement.map(\.layout) + profile.gatt.map(\.layout)
+    for layout in layouts {
+        // The readings-only path and decode + readings agree, on success and on failure.
+        let fast = Result { () throws(DecodeError) in try layout.readings(of: input) }
+        let slow = Result { () throws(DecodeError) in try layout.readings(layout.decode(input)) }
+        switch (fast, slow) {
+        case let (.success(a), .success(b)): precondition(a == b, "readings(of:) and readings(decode) differ"); total &+= a.count
+        case let (.failure(a), .failure(b)): precondition(a == b, "the two paths fail differently: \(a) vs \(b)")
+        default: preconditionFailure("one path decodes, the other fails: \(fast) vs \(slow)")
+        }
+    }
+    for command in profile.commands {
+        // Zeros for every argument: refused with a reason, or bytes that decode back to them.
+        let given = Dictionary(uniqueKeysWithValues: command.arguments.map { ($0.name, $0.values.isEmpty ? "0" : $0.values.values.sorted()[0]) })
+        guard let bytes = try? command.encode(text: given) else { continue }
+        let decoded = (try? command.layout.decode(bytes)) ?? []
+        precondition(decoded.count == command.layout.fields.count, "a command's own bytes do not decode")
+        total &+= bytes.count
+    }
+    return total
 }
 
 private func fuzzConfig(_ input: [UInt8]) -> Int {

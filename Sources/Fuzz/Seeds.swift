@@ -12,7 +12,7 @@ enum Seeds {
         case .text: return words.map { Array($0.utf8) }
         case .http: return requests.map { [UInt8(7)] + Array($0.utf8) }
         case .fleet: return fleet.map { Array($0.utf8) }
-        case .btsnoop, .scenario, .config: return []
+        case .btsnoop, .scenario, .config, .profile: return []
         }
     }
 
