@@ -183,6 +183,13 @@ public final class DashboardScreen {
     /// a short confirmation, since a value read may equal the cached one.
     private func noteDetailFailures(old: DeviceDetailPresenter.State?, new: DeviceDetailPresenter.State) {
         if case let .failed(_, reason) = new.command, old?.command != new.command { failure(reason) }
+        if old?.profileCommand != new.profileCommand {
+            switch new.profileCommand {
+            case let .failed(reason): failure(reason)
+            case let .sent(name, bytes): notice("Sent \(name) (\(hexString(bytes: bytes))).", level: .info)
+            case .idle, .running: break
+            }
+        }
         for (id, op) in new.operations {
             if case let .failed(reason) = op, old?.operations[id] != op { failure(reason) }
         }
@@ -397,6 +404,13 @@ public final class DashboardScreen {
             }
         case .toggleNotify:
             if let c = selected { detail.send(.notifyToggled(c.id)) }
+        case .profileCommand:
+            let commands = state.device.value?.commands ?? []
+            if commands.isEmpty {
+                notice("No profile with commands describes this device (docs/PROFILES.md).", level: .info)
+            } else {
+                view.input = InputLine(purpose: .profileCommand)
+            }
         case .nextHistorySeries:
             let count = state.history.value?.count ?? 0
             view.historySeries = count > 0 ? (view.historySeries + 1) % count : 0
@@ -492,7 +506,7 @@ public final class DashboardScreen {
             switch input.purpose {
             case .searchDevices: list.send(.filterTextChanged(""))
             case .searchLog: eventLog.send(.textFilterChanged(""))
-            case .write: break
+            case .write, .profileCommand: break
             }
             view.input = nil
             return
@@ -517,7 +531,7 @@ public final class DashboardScreen {
         switch input.purpose {
         case .searchDevices: list.send(.filterTextChanged(input.text))
         case .searchLog: eventLog.send(.textFilterChanged(input.text))
-        case .write: break
+        case .write, .profileCommand: break
         }
     }
 
@@ -525,6 +539,7 @@ public final class DashboardScreen {
         switch input.purpose {
         case .searchDevices, .searchLog: break
         case let .write(id, withoutResponse): detail?.send(.writeRequested(id, hex: input.text, withoutResponse: withoutResponse))
+        case .profileCommand: detail?.send(.profileCommandRequested(input.text))
         }
     }
 

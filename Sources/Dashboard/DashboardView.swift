@@ -23,6 +23,8 @@ public struct InputLine: Sendable, Equatable {
         case searchDevices
         case searchLog
         case write(GATTAttributeID, withoutResponse: Bool)
+        /// A profile command: its name and ARG=VALUE words.
+        case profileCommand
     }
     public var purpose: Purpose
     public var text: String
@@ -34,6 +36,7 @@ public struct InputLine: Sendable, Equatable {
         switch purpose {
         case .searchDevices, .searchLog: return "/"
         case .write: return "write hex: "
+        case .profileCommand: return "command: "
         }
     }
 }

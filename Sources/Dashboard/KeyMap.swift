@@ -22,7 +22,7 @@ public enum Command: Sendable, Hashable {
     case toggleScan, search, cycleSort, toggleNamedOnly, toggleWatchedOnly, cycleFormat, raiseRSSIThreshold, lowerRSSIThreshold
     case showEventLog, showAdapters
     // Device detail
-    case toggleConnection, pair, toggleTrust, forget, toggleWatch, read, write, toggleNotify, nextHistorySeries, nextHistoryWindow
+    case toggleConnection, pair, toggleTrust, forget, toggleWatch, read, write, toggleNotify, nextHistorySeries, nextHistoryWindow, profileCommand
     // Pairing and confirmations
     case accept, reject, enterCode
     // Event log
@@ -83,6 +83,7 @@ public enum KeyMap {
                 Binding(keys: [.character("r"), .enter], keyLabel: "r/Enter", description: "read characteristic", command: .read),
                 Binding(keys: [.character("w")], keyLabel: "w", description: "write hex to characteristic", command: .write),
                 Binding(keys: [.character("n")], keyLabel: "n", description: "notifications on/off", command: .toggleNotify),
+                Binding(keys: [.character("m")], keyLabel: "m", description: "run a command of the device's profile", command: .profileCommand),
                 Binding(keys: [.character("]")], keyLabel: "]", description: "next reading in the sparkline", command: .nextHistorySeries),
                 Binding(keys: [.character("H")], keyLabel: "H", description: "history: 1 h, 24 h, 7 d", command: .nextHistoryWindow),
             ] + common

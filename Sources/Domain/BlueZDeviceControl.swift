@@ -163,6 +163,7 @@ public final class BlueZDeviceControl: DeviceControl {
         let profile = s.decoded.profiles.profiles.isEmpty ? nil
             : s.decoded.profiles.profiles.profile(for: AdvertisementReadings.advertisement(of: d))
         details.profile = profile?.name
+        details.commands = profile?.commands ?? []
         func decode(service: String, characteristic uuid: String, value: [UInt8]?, format: [UInt8]?) -> DecodedValue? {
             if let profile, !profile.gatt.isEmpty, let value, let field = profile.gattField(service: service, characteristic: uuid) {
                 do throws(DecodeError) {

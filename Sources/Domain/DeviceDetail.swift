@@ -30,6 +30,8 @@ public struct DeviceDetails: Sendable, Equatable, Identifiable {
     public var lastSeen: Date?
     /// The device profile that describes it (docs/PROFILES.md); nil: none.
     public var profile: String?
+    /// Its profile's commands (the dashboard's command menu).
+    public var commands: [DeviceProfile.Command] = []
 
     public init(id: DeviceID) { self.id = id }
 }

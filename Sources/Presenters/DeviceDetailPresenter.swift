@@ -39,6 +39,16 @@ public final class DeviceDetailPresenter: Presenter {
         case watched(ConnectionStatus)
     }
 
+    /// A command of the device's profile (docs/PROFILES.md), the last one asked for.
+    public enum ProfileCommand: Sendable, Equatable {
+        case idle
+        case running(String)
+        /// Written: the command's name and the bytes.
+        case sent(String, [UInt8])
+        /// Refused (a bad argument, not connected) or failed; the text says why.
+        case failed(String)
+    }
+
     public struct State: Sendable, Equatable {
         public let id: DeviceID
         public var device: Loadable<DeviceDetails> = .loading
@@ -52,6 +62,7 @@ public final class DeviceDetailPresenter: Presenter {
         public var confirming: Command?
         public var operations: [GATTAttributeID: AttributeOperation] = [:]
         public var watch: Watch = .unknown
+        public var profileCommand: ProfileCommand = .idle
         public init(id: DeviceID) { self.id = id }
     }
 
@@ -68,6 +79,8 @@ public final class DeviceDetailPresenter: Presenter {
         /// `hex`: the value as typed ("01ff", "01 ff", "0x01ff").
         case writeRequested(GATTAttributeID, hex: String, withoutResponse: Bool)
         case notifyToggled(GATTAttributeID)
+        /// A profile command as typed: its name and `ARG=VALUE` words ("unlock pin=1234").
+        case profileCommandRequested(String)
         case historyWindowChanged(TimeInterval)
         case errorDismissed
         case backRequested
@@ -77,6 +90,7 @@ public final class DeviceDetailPresenter: Presenter {
         case watchesChanged([BluetoothAddress: ConnectionStatus])
         case commandFinished(Command, DomainError?)
         case operationFinished(GATTAttributeID, DomainError?)
+        case profileCommandFinished(String, [UInt8], DomainError?)
     }
 
     private let store: StateStore<State>
@@ -175,6 +189,10 @@ public final class DeviceDetailPresenter: Presenter {
             }
             let on = !node.notifying
             operate(c, on ? .startingNotifications : .stoppingNotifications) { (control) async throws(DomainError) in try await control.setNotifying(on, c) }
+        case let .profileCommandRequested(line):
+            profileCommand(line)
+        case let .profileCommandFinished(name, bytes, error):
+            store.update { $0.profileCommand = error.map { .failed("\(name): \($0.description)") } ?? .sent(name, bytes) }
         case let .historyWindowChanged(window):
             guard window > 0 else { return }
             let loaded = loadHistory(window: window)
@@ -186,6 +204,7 @@ public final class DeviceDetailPresenter: Presenter {
             store.update { s in
                 if case .failed = s.command { s.command = .idle }
                 s.operations = s.operations.filter { if case .failed = $0.value { return false } else { return true } }
+                if case .failed = s.profileCommand { s.profileCommand = .idle }
             }
         case .backRequested:
             navigator.pop()
@@ -205,6 +224,40 @@ public final class DeviceDetailPresenter: Presenter {
             store.update { s in s.command = error.map { .failed(command, $0.description) } ?? .idle }
         case let .operationFinished(c, error):
             store.update { $0.operations[c] = error.map { .failed($0.description) } }
+        }
+    }
+
+    /// Encodes a profile command (its layout) and writes it to its characteristic.
+    private func profileCommand(_ line: String) {
+        if case .running = store.state.profileCommand { return }
+        let words = line.split(separator: " ").map(String.init)
+        guard let name = words.first else { return }
+        let commands = store.state.device.value?.commands ?? []
+        guard let command = commands.first(where: { $0.name == name }) else {
+            let known = commands.map(\.name).joined(separator: ", ")
+            return store.update { $0.profileCommand = .failed(commands.isEmpty ? "no profile with commands describes this device"
+                                                                               : "no command \"\(name)\" (commands: \(known))") }
+        }
+        let bytes: [UInt8]
+        do throws(FieldLayout.Problem) { bytes = try command.encode(arguments: Array(words.dropFirst())) } catch {
+            return store.update { $0.profileCommand = .failed("\(name): \(error.description)") }
+        }
+        let target = store.state.services.value?.first { (try? BluetoothUUID(parsing: $0.uuid)) == command.service }?
+            .characteristics.first { (try? BluetoothUUID(parsing: $0.uuid)) == command.characteristic }
+        guard let target else {
+            let connected = store.state.device.value?.connected == true
+            return store.update { $0.profileCommand = .failed(connected ? "\(name): the device has no characteristic \(command.characteristic.string)"
+                                                                        : "\(name): connect first (c)") }
+        }
+        store.update { $0.profileCommand = .running(name) }
+        let control = self.control, runtime = self.runtime, withoutResponse = !command.withResponse
+        runtime.run {
+            do throws(DomainError) {
+                try await control.write(target.id, bytes, withoutResponse: withoutResponse)
+                runtime.send(.profileCommandFinished(name, bytes, nil))
+            } catch {
+                runtime.send(.profileCommandFinished(name, bytes, error))
+            }
         }
     }
 

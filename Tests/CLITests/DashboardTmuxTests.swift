@@ -179,6 +179,51 @@ final class Tmux: @unchecked Sendable {
         #expect(exited, "q ends the dashboard, and with it the tmux session")
     }
 
+    /// A device a profile describes (docs/PROFILES.md): its readings in the
+    /// list, its commands in the detail screen, one run with `m`.
+    @Test func profileReadingsAndACommandFromTheDetailScreen() async throws {
+        let simulator = try SimulatorProcess(scenario: "test-profiles.json")
+        defer { simulator.stop() }
+        let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-e2e-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: state) }
+        let profiles = packageRoot().appendingPathComponent("fixtures/profiles").path
+        let command = "'\(try DoctorCLI.executable())' dashboard --bus '\(simulator.address)' --state-dir '\(state.path)' --profiles '\(profiles)'"
+        let t = try await offPool { try Tmux(width: 120, height: 40, command: command) }
+        defer { t.stop() }
+
+        _ = await t.waitFor("not scanning")
+        try await t.keys("s")
+        _ = await t.waitFor("the sensor's profile readings") { $0.contains("GrowSens") && $0.contains("40 % 22 °C 350 µS/cm") }
+
+        try await t.keys("/")
+        try await t.type("Latch")
+        try await t.keys("Enter")
+        _ = await t.waitFor("the lock alone") { $0.contains("Latch L1") && !$0.contains("GrowSense-01") }
+        try await t.keys("Enter")
+        _ = await t.waitFor("Commands (m): lock, unlock pin")
+        // Not connected yet: the command says so.
+        try await t.keys("m")
+        try await t.type("lock")
+        try await t.keys("Enter")
+        _ = await t.waitFor("lock: connect first (c)")
+        try await t.keys("c")
+        _ = await t.waitFor("the services") { $0.contains("fff1") && $0.contains("fff2") }
+        try await t.keys("m")
+        _ = await t.waitFor("command: ")
+        try await t.type("unlock pin=1234")
+        try await t.keys("Enter")
+        _ = await t.waitFor("Sent unlock (02d2040000).")
+        // A bad argument is refused before anything is written.
+        try await t.keys("m")
+        try await t.type("set_mode mode=holiday")
+        try await t.keys("Enter")
+        _ = await t.waitFor("set_mode: field \"mode\"")
+        // The lock's state, read and decoded by its profile: unlocked now.
+        try await t.keys("r")
+        _ = await t.waitFor("the state read back") { $0.contains("015a1e00") }
+        try await t.keys("q")
+    }
+
     func signalDemo(_ signal: String, state: URL) async {
         let pattern = "demo --state-dir \(state.path)"
         _ = try? await offPool {

@@ -60,6 +60,10 @@ struct DeviceDetailWidget: Widget {
             if let format = d.format {
                 lines.append(("\(format): \(d.readings.map { Format.reading($0) }.joined(separator: ", "))", Theme.accent))
             }
+            if !d.commands.isEmpty {
+                let running: String = if case let .running(name) = s.profileCommand { " · \(name)… \(spinnerFrame(view.spinner))" } else { "" }
+                lines.append(("Commands (m): \(d.commands.map { $0.arguments.isEmpty ? $0.name : "\($0.name) \($0.arguments(described: false))" }.joined(separator: ", "))\(running)", Theme.accent))
+            }
             let age = Format.age(d.lastSeen, now: view.now)
             let seen = d.lastSeen == nil ? "Not heard this session" : age == "now" ? "Heard just now" : "Heard \(age) ago"
             lines.append(("\(seen) · \(d.uuids.count) service UUID\(d.uuids.count == 1 ? "" : "s")", Theme.dim))
