@@ -32,12 +32,12 @@ public enum AdvertisementReadings {
     /// (their `DecodeError.context`, for metrics), and the profile that decoded
     /// the device (a profile the user wrote for it wins over a built-in decoder).
     static func decodeCounting(_ device: Device, bindkey: [UInt8]?, profiles: ProfileSet)
-        -> (models: [AdvertisementModel], failures: [String], profile: DeviceProfile?)
+        -> (models: [AdvertisementModel], failures: [DecodeError], profile: DeviceProfile?)
     {
         // The UUID list only when a profile may match on it (parsing it costs).
         let adv = advertisement(of: device, withUUIDs: !profiles.isEmpty)
         var models: [AdvertisementModel] = []
-        var failures: [String] = []
+        var failures: [DecodeError] = []
         var results: [Result<AdvertisementModel, DecodeError>]
         let profile = profiles.isEmpty ? nil : profiles.profile(for: adv)
         if let profile {
@@ -49,7 +49,7 @@ public enum AdvertisementReadings {
         for result in results {
             switch result {
             case let .success(model): models.append(model)
-            case let .failure(error): failures.append(error.context)
+            case let .failure(error): failures.append(error)
             }
         }
         return (models, failures, profile)
@@ -62,6 +62,8 @@ public struct DeviceRepositoryStatistics: Sendable, Equatable {
     public var advertisements: UInt64 = 0
     /// Advertisement payloads a decoder recognised but could not decode, by decoder.
     public var decodeErrors: [String: UInt64] = [:]
+    /// The last of them, by decoder: the device and what was wrong.
+    public var lastDecodeErrors: [String: String] = [:]
     /// Advertisements folded into a later one of the same device before a
     /// snapshot was published (under a flood the latest of each device wins).
     public var coalesced: UInt64 = 0
@@ -105,6 +107,9 @@ struct AdvertisementCache {
     var count: Int { entries.count }
     /// Decode failures by decoder, counted once per distinct payload.
     private(set) var failures: [String: UInt64] = [:]
+    /// The last failure of each decoder, as a sentence (for the log; one per
+    /// decoder or profile, so bounded like `failures`).
+    private(set) var lastFailure: [String: String] = [:]
 
     /// `device`'s decoded advertisements, decoding only when its data or key changed.
     mutating func decoded(for device: Device, bindkey: [UInt8]?) -> DecodedAdvertisement {
@@ -114,7 +119,10 @@ struct AdvertisementCache {
             return cached.decoded
         }
         let (models, failed, profile) = AdvertisementReadings.decodeCounting(device, bindkey: bindkey, profiles: set)
-        for context in failed { failures[context, default: 0] += 1 }
+        for error in failed {
+            failures[error.context, default: 0] += 1
+            lastFailure[error.context] = "\(device.address): \(error.description)"
+        }
         let fresh = DecodedAdvertisement(models, profile: profile)
         entries[device.id] = (device.manufacturerData, device.serviceData, bindkey, generation, fresh)
         return fresh
@@ -248,6 +256,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
             var out = DeviceRepositoryStatistics()
             out.advertisements = s.advertisements
             out.decodeErrors = s.decoded.failures
+            out.lastDecodeErrors = s.decoded.lastFailure
             out.coalesced = s.coalesced
             out.resynchronizations = s.eventsLost
             return out

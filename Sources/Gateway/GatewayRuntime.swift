@@ -694,9 +694,19 @@ public final class GatewayRuntime: Sendable {
             }
             group.addTask { [weak self] in
                 guard let snapshots = self?.devices.snapshots() else { return }
+                // A profile that does not fit its device's packets is the user's to fix: say so
+                // in the log, at most once a minute per profile, with the last reason.
+                var logged: [String: (count: UInt64, at: ContinuousClock.Instant)] = [:]
                 for await snapshot in snapshots {
                     guard let self else { return }
                     let stats = devices.statistics
+                    let now = ContinuousClock.now
+                    for (context, count) in stats.decodeErrors where context.hasPrefix("profile ") {
+                        let last = logged[context]
+                        guard count > (last?.count ?? 0), last.map({ now - $0.at >= .seconds(60) }) ?? true else { continue }
+                        logged[context] = (count, now)
+                        logger.warning("\(context): \(count - (last?.count ?? 0)) advertisement payload(s) did not decode; last: \(stats.lastDecodeErrors[context] ?? "?")")
+                    }
                     metrics.recordAdvertisements(stats.advertisements, at: Date())
                     metrics.recordDeviceList(decodeErrors: stats.decodeErrors, coalesced: stats.coalesced,
                                              resynchronizations: stats.resynchronizations)

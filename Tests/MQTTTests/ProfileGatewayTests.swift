@@ -23,6 +23,18 @@ import TestSupport
             try FileManager.default.copyItem(atPath: packageRoot().appendingPathComponent("fixtures/profiles/\(name)").path,
                                              toPath: profiles.appendingPathComponent(name).path)
         }
+        // A thermometer read on demand: connected every 2 s for the read, let go in between.
+        try """
+            profile: thermo
+            match: { name: "Thermo-7" }
+            connection: on_demand
+            gatt:
+              - service: 181a
+                characteristic: 2a6e
+                read_every: 2
+                fields:
+                  - { name: temperature, type: s16, scale: 0.01, reading: temperature }
+            """.write(to: profiles.appendingPathComponent("thermo.yaml"), atomically: true, encoding: .utf8)
         let bus = try PrivateBus.start()
         defer { bus.stop() }
         let simulator = BlueZSimulator(scenario: try Scenario.load(path: packageRoot().appendingPathComponent("fixtures/scenarios/test-profiles.json").path))
@@ -78,6 +90,18 @@ import TestSupport
             #expect(energy?["unit_of_measurement"] as? String == "kWh")
             #expect(energy?["state_class"] as? String == "total_increasing")
 
+            // 2b. On demand: the value read, and the device let go afterwards.
+            let thermo = "c0ffee000037"
+            await inbox.wait(timeout: .seconds(30)) { _ in state(thermo)?["temperature"] != nil }
+            #expect(state(thermo)?["temperature"] as? Double == 22.8, "\(logText())")
+            var released = false
+            for _ in 0..<50 where !released {
+                let detail = try await curl("http://127.0.0.1:\(http)/api/devices/C0:FF:EE:00:00:37")
+                released = detail.body.contains("\"connected\":false")
+                if !released { try await Task.sleep(for: .milliseconds(100)) }
+            }
+            #expect(released, "disconnected between reads")
+
             // 3. A lock: its commands as entities, one run over MQTT, its state notified back.
             let lock = "c0ffee000033"
             await inbox.wait(timeout: .seconds(30)) { _ in state(lock)?["lock"] != nil }
@@ -115,7 +139,7 @@ import TestSupport
             let reload = try await curl("http://127.0.0.1:\(http)/api/reload", ["-X", "POST"])
             #expect(reload.status == 422, "\(reload)")
             #expect(reload.body.contains("zz-broken.yaml:6") && reload.body.contains("temprature"), "\(reload.body)")
-            #expect(reload.body.contains("\"growsense\""), "\(reload.body)")
+            #expect(reload.body.contains("\"growsense\"") && reload.body.contains("\"thermo\""), "\(reload.body)")
             await inbox.wait(timeout: .seconds(10)) { _ in (state(soil)?["moisture"] as? Double) == 20 }
             #expect(state(soil)?["moisture"] as? Double == 20, "the edited profile decodes: \(logText())")
             #expect(logText().contains("zz-broken.yaml:6"), "the log names the broken file and line")
@@ -133,9 +157,12 @@ import TestSupport
                 try await Task.sleep(for: .milliseconds(100))
             }
             #expect(metrics.contains("blecompanion_profile_reloads_total 2"), "\(metrics)")
-            #expect(metrics.contains("blecompanion_profiles 3"), "\(metrics)")
+            #expect(metrics.contains("blecompanion_profiles 4"), "\(metrics)")
             #expect(metrics.contains("blecompanion_profile_file_errors 0"), "\(metrics)")
             #expect(metrics.contains("blecompanion_decode_errors_total{format=\"profile growsense\"}"), "\(metrics)")
+            await inbox.wait(timeout: .seconds(5)) { _ in logText().contains("did not decode") }
+            #expect(logText().contains("profile growsense: ") && logText().contains("advertisement payload(s) did not decode; last: C0:FF:EE:00:00:31: profile growsense"),
+                    "the decode error is logged with its device and reason: \(logText())")
             let list = try await curl("http://127.0.0.1:\(http)/api/devices")
             #expect(list.body.contains("C0:FF:EE:00:00:31"), "the device is still listed")
 
