@@ -35,7 +35,7 @@ public enum AdvertisementReadings {
         -> (models: [AdvertisementModel], failures: [DecodeError], profile: DeviceProfile?)
     {
         // The UUID list only when a profile may match on it (parsing it costs).
-        let adv = advertisement(of: device, withUUIDs: !profiles.isEmpty)
+        let adv = advertisement(of: device, withUUIDs: profiles.matchesServices)
         var models: [AdvertisementModel] = []
         var failures: [DecodeError] = []
         var results: [Result<AdvertisementModel, DecodeError>]

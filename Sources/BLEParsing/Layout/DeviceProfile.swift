@@ -161,8 +161,13 @@ public struct ProfileSet: Sendable, Equatable {
     /// advertisement tries each profile's match.
     public static let maximumProfiles = 256
 
+    /// Some profile matches on a service UUID (so an advertisement's UUID
+    /// list, which costs parsing, is needed to match).
+    public let matchesServices: Bool
+
     public init(_ profiles: [DeviceProfile] = []) {
         self.profiles = Array(profiles.prefix(Self.maximumProfiles))
+        self.matchesServices = self.profiles.contains { $0.match.service != nil }
     }
 
     public var isEmpty: Bool { profiles.isEmpty }
