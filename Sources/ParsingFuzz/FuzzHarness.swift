@@ -14,7 +14,7 @@ import Vocabulary
 /// | 4 | `GATTDecoder.decode` with a presentation format | 7-byte 0x2904 value, value |
 /// | 5 | `AdvertisementDecoder.decode` (detector) with SwitchBot-style service + manufacturer data | [mac+key]? split, bytes |
 /// | 6 | text parsers: `parseHex`, `BluetoothUUID(parsing:)`, `BluetoothAddress(parsing:)`, `IdentityResolvingKey(bluetoothdInfo:)` | UTF-8 text |
-/// | 7 | strict `AdvertisingData.parse`, `PresentationFormat(bytes:)`, and a profile `FieldLayout` (decode, encode, decode again) | bytes |
+/// | 7 | strict `AdvertisingData.parse`, `PresentationFormat(bytes:)`, a profile `FieldLayout` (decode, encode, decode again), CBOR (decode, encode, decode again), SMP reassembly, `McubootImage.parse` | bytes |
 ///
 /// "mac+key" is 6 address bytes (display order) and a 16-byte bindkey.
 /// Every successful model is serialised to JSON so the writer is covered too.
@@ -110,8 +110,33 @@ enum FuzzHarness {
                 total &+= pf.formatName.utf8.count &+ (pf.unitSymbol?.utf8.count ?? 0)
             }
             total &+= layoutRoundTrip(Array(rest))
+            total &+= firmwareReaders(Array(rest))
             return total
         }
+    }
+
+    /// CBOR (what decodes re-encodes to an item that decodes the same), SMP
+    /// reassembly of the bytes cut in two, and the MCUboot image parser.
+    static func firmwareReaders(_ bytes: [UInt8]) -> Int {
+        var total = 0
+        if let (item, used) = try? CBOR.decodePrefix(bytes) {
+            guard let again = try? CBOR.decode(item.encoded) else {
+                preconditionFailure("CBOR: the encoding of a decoded item does not decode (input \(Hex.string(bytes.prefix(used))))")
+            }
+            // NaN is never equal to itself: compare the encodings.
+            precondition(again.encoded == item.encoded, "CBOR: decode(encode(x)) differs from x (input \(Hex.string(bytes.prefix(used))))")
+            total &+= used
+        }
+        var reassembler = SMP.Reassembler(limit: 4096)
+        let cut = bytes.isEmpty ? 0 : Int(bytes[0]) % bytes.count
+        let first = (try? reassembler.append(Array(bytes[..<cut]))) ?? []
+        let second = (try? reassembler.append(Array(bytes[cut...]))) ?? []
+        total &+= first.count &+ second.count &+ reassembler.waiting
+        if let image = try? McubootImage.parse(bytes) {
+            precondition(image.length <= bytes.count, "MCUboot: an image longer than its file")
+            total &+= image.tlvs.count &+ (image.hashMatches(bytes) == true ? 1 : 0)
+        }
+        return total
     }
 
     /// A profile-style layout (every kind of field, bit fields, an

@@ -75,3 +75,30 @@ import TestSupport
         #expect(none.status == 1 && none.stderr.contains("offers no clock"), "\(none.stderr)")
     }
 }
+
+/// `fw info` on the committed MCUboot images (fixtures/firmware).
+@Suite struct FirmwareCLITests {
+    @Test func infoShowsTheImageAndRefusesWhatIsNotOne() async throws {
+        let dir = packageRoot().appendingPathComponent("fixtures/firmware").path
+        let signed = try await DoctorCLI.run(["fw", "info", "\(dir)/ecdsa-p256.bin"])
+        #expect(signed.status == 0, "\(signed.stderr)")
+        #expect(signed.stdout.contains("version        2.3.4+5") && signed.stdout.contains("signature      ECDSA P-256")
+                && signed.stdout.contains("(matches the image)"), "\(signed.stdout)")
+        let json = try await DoctorCLI.run(["fw", "info", "--json", "\(dir)/protected.bin"])
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect((object["header"] as? [String: Any])?["version"] as? String == "3.1.0+0" && object["hash_ok"] as? Bool == true)
+        let notImage = try await DoctorCLI.run(["fw", "info", packageRoot().appendingPathComponent("Package.swift").path])
+        #expect(notImage.status == 65 && notImage.stderr.contains("not an MCUboot image"), "\(notImage.stderr)")
+        let missing = try await DoctorCLI.run(["fw", "info", "/nonexistent/image.bin"])
+        #expect(missing.status == 66, "\(missing.stderr)")
+        // A byte changed after signing: still described, the mismatch said, exit 65.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: "\(dir)/unsigned.bin"))
+        bytes[40] ^= 0xFF
+        let changed = FileManager.default.temporaryDirectory.appendingPathComponent("changed-\(UUID().uuidString).bin")
+        try bytes.write(to: changed)
+        defer { try? FileManager.default.removeItem(at: changed) }
+        let corrupt = try await DoctorCLI.run(["fw", "info", changed.path])
+        #expect(corrupt.status == 65 && corrupt.stdout.contains("DOES NOT MATCH") && corrupt.stderr.contains("does not match its contents"),
+                "\(corrupt.stdout) \(corrupt.stderr)")
+    }
+}
