@@ -183,16 +183,7 @@ struct ConfigLoader {
     /// A list of UUIDs, lower-cased; invalid items are reported and left out.
     func uuids(_ entry: Entry, what: String) -> [String] {
         guard let items = reader.list(entry) else { return [] }
-        let expected = "a \(what): 16-bit like \"fcd2\" or 128-bit like \"0000fcd2-0000-1000-8000-00805f9b34fb\""
-        return items.compactMap { item -> String? in
-            guard let text = reader.text(item, expected: expected) else { return nil }
-            do {
-                return try BluetoothUUID(parsing: text).string
-            } catch {
-                reader.report(item, "\(error)")
-                return nil
-            }
-        }
+        return items.compactMap { reader.uuid($0, what: "a \(what)")?.string }
     }
 
     // MARK: devices
@@ -324,14 +315,7 @@ struct ConfigLoader {
         return key
     }
 
-    func address(_ entry: Entry) -> BluetoothAddress? {
-        let expected = "a Bluetooth address like \"A4:C1:38:00:00:01\""
-        guard let text = reader.text(entry, expected: expected) else { return nil }
-        do { return try BluetoothAddress(text) } catch {
-            reader.report(entry, error.description)
-            return nil
-        }
-    }
+    func address(_ entry: Entry) -> BluetoothAddress? { reader.address(entry) }
 
     /// A list of addresses; `nil` when any is invalid (reported).
     func addresses(_ entry: Entry) -> [BluetoothAddress]? {

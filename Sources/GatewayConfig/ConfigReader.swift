@@ -1,5 +1,6 @@
 import Bounds
 import Foundation
+import Vocabulary
 import Yams
 
 /// A scalar as this loader types it. Quoted and block scalars are always
@@ -306,6 +307,26 @@ final class ConfigReader {
         if let suggestion = Suggestion.closest(to: word, among: choices) { message += "; did you mean \(Self.quote(suggestion))?" }
         report(entry, message)
         return nil
+    }
+
+    /// A Bluetooth address in any spelling the vocabulary takes; nil when not one (reported).
+    func address(_ entry: Entry) -> BluetoothAddress? {
+        let expected = "a Bluetooth address like \"A4:C1:38:00:00:01\""
+        guard let text = text(entry, expected: expected) else { return nil }
+        do { return try BluetoothAddress(text) } catch {
+            report(entry, error.description)
+            return nil
+        }
+    }
+
+    /// A service or characteristic UUID (16-bit like "fcd2" or 128-bit); nil when not one (reported).
+    func uuid(_ entry: Entry, what: String = "a UUID") -> BluetoothUUID? {
+        let expected = "\(what): 16-bit like \"fcd2\" or 128-bit like \"0000fcd2-0000-1000-8000-00805f9b34fb\""
+        guard let text = text(entry, expected: expected) else { return nil }
+        do { return try BluetoothUUID(parsing: text) } catch {
+            report(entry, "\(error)")
+            return nil
+        }
     }
 
     // MARK: Wording

@@ -499,14 +499,7 @@ struct ProfileReader {
 
     // MARK: Vocabulary
 
-    func uuid(_ entry: Entry) -> BluetoothUUID? {
-        let expected = "a UUID: 16-bit like \"fcd2\" or 128-bit like \"0000fcd2-0000-1000-8000-00805f9b34fb\""
-        guard let text = reader.text(entry, expected: expected) else { return nil }
-        do { return try BluetoothUUID(parsing: text) } catch {
-            reader.report(entry, "\(error)")
-            return nil
-        }
-    }
+    func uuid(_ entry: Entry) -> BluetoothUUID? { reader.uuid(entry) }
 
     /// A company id: `0x0499` (as the Bluetooth SIG lists them) or a decimal number.
     func companyID(_ entry: Entry) -> UInt16? {
@@ -518,13 +511,7 @@ struct ProfileReader {
         return UInt16(value)
     }
 
-    func address(_ entry: Entry) -> BluetoothAddress? {
-        guard let text = reader.text(entry, expected: "a Bluetooth address like \"A4:C1:38:00:00:01\"") else { return nil }
-        do { return try BluetoothAddress(text) } catch {
-            reader.report(entry, error.description)
-            return nil
-        }
-    }
+    func address(_ entry: Entry) -> BluetoothAddress? { reader.address(entry) }
 }
 
 extension UInt64 {
