@@ -109,6 +109,16 @@ public struct BlueZSnapshot: Sendable, Equatable {
         return characteristics.values.filter { $0.id.device == device && $0.uuid == wanted }.min { $0.id < $1.id }
     }
 
+    /// The characteristic `characteristic` of the service `service` on `device`
+    /// (a device may offer one characteristic UUID in several services).
+    public func characteristic(_ characteristic: BluetoothUUID, inService service: BluetoothUUID, on device: DeviceID) -> GATTCharacteristic? {
+        let wantedService = service.string, wanted = characteristic.string
+        return characteristics.values.filter { c in
+            guard c.id.device == device, BlueZSnapshot.normalizeUUID(c.uuid) == wanted, let parent = c.id.path.parent else { return false }
+            return services[parent].map { BlueZSnapshot.normalizeUUID($0.uuid) == wantedService } ?? false
+        }.min { $0.id < $1.id }
+    }
+
     /// `180d`, `0x180D` or the full form → the full lower-case 128-bit UUID.
     /// Text that is not a UUID comes back lower-cased (it then matches nothing).
     public static func normalizeUUID(_ text: String) -> String {

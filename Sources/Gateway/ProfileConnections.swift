@@ -137,10 +137,7 @@ extension GatewayRuntime {
 
     /// Reads one profile characteristic (its value reaches the state through ``followGATT(_:uuids:)``).
     private func readProfileField(_ id: DeviceID, _ profile: DeviceProfile, _ field: DeviceProfile.GATTField, ifReadable: Bool = false) async {
-        let snapshot = client.mirror.snapshot()
-        let target = snapshot.gattTree(of: id).lazy.filter { (try? BluetoothUUID(parsing: $0.service.uuid)) == field.service }
-            .flatMap(\.characteristics).first { (try? BluetoothUUID(parsing: $0.0.uuid)) == field.characteristic }?.0
-        guard let target else {
+        guard let target = client.mirror.snapshot().characteristic(field.characteristic, inService: field.service, on: id) else {
             logger.warning("profile \(profile.name): \(id.address) has no characteristic \(field.characteristic.string) in service \(field.service.string)")
             return
         }

@@ -264,9 +264,7 @@ struct DeviceCommandCommand: AsyncParsableCommand {
                     throw CLIError("cannot connect to \(device.address): \(CLIError(error, device: device).description)")
                 }
             }
-            let snapshot = client.mirror.snapshot()
-            let target = snapshot.gattTree(of: device.id).filter { (try? BluetoothUUID(parsing: $0.service.uuid)) == command.service }
-                .flatMap(\.characteristics).first { (try? BluetoothUUID(parsing: $0.0.uuid)) == command.characteristic }?.0
+            let target = client.mirror.snapshot().characteristic(command.characteristic, inService: command.service, on: device.id)
             var failure: CLIError?
             if let target {
                 do { try await client.writeValue(target.id, bytes, type: command.withResponse ? .request : .command) } catch {
