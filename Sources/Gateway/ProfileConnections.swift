@@ -27,7 +27,7 @@ extension GatewayRuntime {
         defer {
             for (id, r) in running {
                 r.task.cancel()
-                manager.unwatch(id)
+                if options.watched[id.address] == nil { manager.unwatch(id) }
             }
         }
         for await snapshot in devices.snapshots() {
@@ -40,7 +40,7 @@ extension GatewayRuntime {
                 if let r = running[id], r.profile != wanted {
                     r.task.cancel()
                     running[id] = nil
-                    manager.unwatch(id)
+                    if options.watched[id.address] == nil { manager.unwatch(id) }
                 }
                 guard let profile = wanted, running[id] == nil else { continue }
                 // In a fleet the owner connects (as for watched devices).
@@ -68,11 +68,16 @@ extension GatewayRuntime {
             return nil
         }
         let onConnect = profile.gatt.filter { $0.access == .onConnect }
+        // A device the configuration watches (devices.watch) stays as that keeps it:
+        // connected, and let go by nothing here; its profile's fields are read while it is.
+        let watchedByConfiguration = options.watched[id.address] != nil
         await withTaskGroup(of: Void.self) { group in
             group.addTask { [weak self] in await self?.followGATT(id, uuids: uuids) }
             switch profile.connection {
             case .keep:
-                manager.watch(id, notify: notify)
+                if !watchedByConfiguration { manager.watch(id, notify: notify) }
+                group.addTask { [weak self] in await self?.keepProfileDevice(id, profile, onConnect: onConnect, polled: polled) }
+            case .onDemand where watchedByConfiguration:
                 group.addTask { [weak self] in await self?.keepProfileDevice(id, profile, onConnect: onConnect, polled: polled) }
             case .onDemand:
                 group.addTask { [weak self] in await self?.pollOnDemand(id, profile, fields: onConnect + polled.map(\.0), polled: polled) }
@@ -80,7 +85,7 @@ extension GatewayRuntime {
             await group.next()
             group.cancelAll()
         }
-        manager.unwatch(id)
+        if !watchedByConfiguration { manager.unwatch(id) }
     }
 
     /// `keep`: after each connection, the on-connect fields are read once; the
