@@ -124,11 +124,18 @@ public struct PublishPlanner: Sendable {
         self.profiles = profiles
     }
 
+    /// What a device's Home Assistant configs depend on: its reading keys and
+    /// its profile's commands. Cheap, so that a change of readings (every
+    /// advertisement) costs no configs unless these differ.
+    func discoveryKeys(_ record: DeviceRecord) -> [String] {
+        let keys = ReadingKey.published(record.readings).map(\.key)
+        guard let name = record.profile, let profile = profiles(name), !profile.commands.isEmpty else { return keys }
+        return keys + profile.commands.map { "command:\($0.name)" }
+    }
+
     /// The Home Assistant configs of a record, with its profile's commands.
-    func discovery(_ record: DeviceRecord) -> (messages: [OutgoingMessage], keys: [String]) {
-        let profile = record.profile.flatMap(profiles)
-        let keys = ReadingKey.published(record.readings).map(\.key) + (profile?.commands.map { "command:\($0.name)" } ?? [])
-        return (HomeAssistantDiscovery.messages(for: record, topics: options.topics, profile: profile), keys)
+    func discoveryMessages(_ record: DeviceRecord) -> [OutgoingMessage] {
+        HomeAssistantDiscovery.messages(for: record, topics: options.topics, profile: record.profile.flatMap(profiles))
     }
 
     /// When each online device next has something due (a held-back change,
@@ -235,9 +242,10 @@ public struct PublishPlanner: Sendable {
             return true
         }
         if options.discovery, contentChanged || device.discoveryKeys == nil {
-            let (messages, keys) = discovery(device.record)
+            let record = device.record
+            let keys = discoveryKeys(record)
             if device.discoveryKeys != keys {
-                out.append(contentsOf: messages)
+                out.append(contentsOf: discoveryMessages(record))
                 device.discoveryKeys = keys
             }
         }
@@ -311,9 +319,9 @@ public struct PublishPlanner: Sendable {
         guard var device = devices[address], !device.source.stale else { return [] }
         var out: [OutgoingMessage] = []
         if options.discovery {
-            let (messages, keys) = discovery(device.record)
-            out.append(contentsOf: messages)
-            device.discoveryKeys = keys
+            let record = device.record
+            out.append(contentsOf: discoveryMessages(record))
+            device.discoveryKeys = discoveryKeys(record)
         }
         device.online = true
         out.append(options.topics.deviceAvailabilityMessage(address, online: true))
