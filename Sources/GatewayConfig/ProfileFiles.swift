@@ -362,7 +362,7 @@ struct ProfileReader {
         if let e = s.value("add") { if let x = number(e) { add = x } else { ok = false } }
         var decimals: Int?
         if let e = s.value("decimals") { decimals = reader.integer(e, in: 0...15); if decimals == nil { ok = false } }
-        if decimals == nil, scale != 1 || add != 0 { decimals = Self.decimals(scale, add) }
+        if decimals == nil, scale != 1 || add != 0 { decimals = FieldLayout.defaultDecimals(scale: scale, add: add) }
         var values: [Int64: String] = [:]
         if let e = s.value("values") {
             guard let pairs = reader.keyedEntries(e) else { return nil }
@@ -477,17 +477,6 @@ struct ProfileReader {
             if let n = Int(bits), types.contains("\(letter)\(n)") { return "\(letter)\(n)" }
         }
         return nil
-    }
-
-    /// The fewest decimals (≤ 15) in which scale and add are whole: what a scaled value is rounded to.
-    static func decimals(_ scale: Double, _ add: Double) -> Int {
-        for d in 0...15 {
-            var p = 1.0
-            for _ in 0..<d { p *= 10 }
-            func whole(_ x: Double) -> Bool { abs(x * p - (x * p).rounded()) < 1e-6 }
-            if whole(scale), whole(add) { return d }
-        }
-        return 15
     }
 
     /// Decimal, `0x` hex or negative integers (enumeration keys).

@@ -32,7 +32,7 @@ public struct McubootImage: Sendable, Equatable {
     public static let tlvInfoMagic: UInt16 = 0x6907
     public static let protectedTLVInfoMagic: UInt16 = 0x6908
 
-    public enum Endian: String, Sendable, Equatable { case little, big }
+    public typealias Endian = FieldLayout.Endian
 
     public struct Version: Sendable, Equatable, Comparable, CustomStringConvertible {
         public var major: UInt8, minor: UInt8, revision: UInt16, build: UInt32
@@ -267,13 +267,7 @@ public struct McubootImage: Sendable, Equatable {
         ])
     }
 
-    static func load16(_ b: [UInt8], _ at: Int, _ e: Endian) -> UInt16 {
-        e == .little ? UInt16(b[at]) | UInt16(b[at + 1]) << 8 : UInt16(b[at]) << 8 | UInt16(b[at + 1])
-    }
+    static func load16(_ b: [UInt8], _ at: Int, _ e: Endian) -> UInt16 { UInt16(truncatingIfNeeded: FieldLayout.load(b, at, 2, e)) }
 
-    static func load32(_ b: [UInt8], _ at: Int, _ e: Endian) -> UInt32 {
-        var v: UInt32 = 0
-        for k in 0..<4 { v |= UInt32(b[at + k]) << UInt32(e == .little ? 8 * k : 8 * (3 - k)) }
-        return v
-    }
+    static func load32(_ b: [UInt8], _ at: Int, _ e: Endian) -> UInt32 { UInt32(truncatingIfNeeded: FieldLayout.load(b, at, 4, e)) }
 }

@@ -265,8 +265,7 @@ public struct FieldLayout: Sendable, Equatable {
                 // Rounding moves a value by at most half a unit of its last decimal: less than
                 // half a step of the scale when a decimal is finer than the step; nothing
                 // (beyond floating-point noise) when scale and add are whole in those decimals.
-                func whole(_ x: Double) -> Bool { abs(x * pow10(d) - (x * pow10(d)).rounded()) < 1e-6 }
-                guard pow10(-d) < abs(f.scale) || (whole(f.scale) && whole(f.add)) else {
+                guard pow10(-d) < abs(f.scale) || (Self.isWhole(f.scale, decimals: d) && Self.isWhole(f.add, decimals: d)) else {
                     throw Problem(field: f.name, "\(d) decimals are too few for a scale of \(f.scale) (values would not read back)")
                 }
             }
@@ -789,6 +788,20 @@ extension FieldLayout.Value {
         case let .unsigned(u): return Double(u)
         default: return nil
         }
+    }
+}
+
+extension FieldLayout {
+    /// Whether `x` has no digits beyond `decimals` (floating-point noise aside).
+    static func isWhole(_ x: Double, decimals: Int) -> Bool {
+        abs(x * pow10(decimals) - (x * pow10(decimals)).rounded()) < 1e-6
+    }
+
+    /// The fewest decimals (0…15) in which `scale` and `add` are whole: what a
+    /// scaled field is rounded to when its profile does not say (0.005 → 3).
+    /// Always enough for the validation's rule (values read back).
+    public static func defaultDecimals(scale: Double, add: Double) -> Int {
+        (0...15).first { isWhole(scale, decimals: $0) && isWhole(add, decimals: $0) } ?? 15
     }
 }
 
