@@ -99,7 +99,7 @@ let package = Package(
         // The simulator deliberately does not import the client: tests of one
         // against the other must not share a mistake.
         .target(name: "BlueZ", dependencies: ["Vocabulary", "DBus", "Locking"]),
-        .target(name: "BlueZSimulator", dependencies: ["Vocabulary", "ScenarioFormat", "DBus"]),
+        .target(name: "BlueZSimulator", dependencies: ["Vocabulary", "ScenarioFormat", "DBus", "BLEParsing"]),
         // Capture and replay: records bluetoothd's tree and signals into a scenario
         // (the simulator's file format) and redacts it. Above both the client and the simulator,
         // which still do not import each other.
@@ -172,7 +172,7 @@ let package = Package(
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", "Locking", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "BlueZTests", dependencies: ["Vocabulary", "BlueZ", "BlueZSimulator", "ScenarioFormat", "DBus", "TestSupport", "Locking"]),
-        .testTarget(name: "BlueZSimulatorTests", dependencies: ["Vocabulary", "BlueZSimulator", "ScenarioFormat", "DBus", "Locking"]),
+        .testTarget(name: "BlueZSimulatorTests", dependencies: ["Vocabulary", "BlueZSimulator", "ScenarioFormat", "DBus", "Locking", "BLEParsing"]),
         .testTarget(name: "PresenterTests", dependencies: [
             "Vocabulary", "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "ScenarioFormat", "DBus", "readings-writer", "TestSupport", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),

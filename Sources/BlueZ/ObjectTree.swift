@@ -280,3 +280,14 @@ public struct BlueZSnapshot: Sendable, Equatable {
         }
     }
 }
+
+extension BlueZEvent {
+    /// The characteristic and the Value a PropertiesChanged of a GATT
+    /// characteristic carries (a notification, or a read's result); nil for
+    /// any other event.
+    public var characteristicValue: (path: ObjectPath, value: [UInt8])? {
+        guard case let .propertiesChanged(path, interface, changed, _) = self, interface == BlueZInterface.gattCharacteristic,
+              let v = changed["Value"], let bytes = PropertyReader.bytes(v) else { return nil }
+        return (path, bytes)
+    }
+}

@@ -1,3 +1,4 @@
+import BLEParsing
 import DBus
 import ScenarioFormat
 
@@ -191,6 +192,14 @@ final class DeviceState {
     var removalTask: Task<Void, Never>?
     var disconnectTask: Task<Void, Never>?
     var services: [ServiceState] = []
+    /// The firmware side (scenario key `smp`): slots and upload outlive a connection.
+    var smp: SMPServerState?
+    /// Request fragments of the current connection (a request longer than one write).
+    var smpInbox = SMP.Reassembler()
+    /// Responses go out in order: each waits for the one before.
+    var smpOutbox: Task<Void, Never>?
+    /// Rebooting after an SMP reset: not connectable until the boot time passed.
+    var booting = false
 
     init(spec: DeviceSpec, index: Int, adapterPath: ObjectPath) {
         self.spec = spec
@@ -210,6 +219,10 @@ final class DeviceState {
         trusted = spec.trusted
         blocked = spec.blocked
         connectFailuresLeft = spec.faults.connectFailures
+        if let smp = spec.smp {
+            self.smp = SMPServerState(smp)
+            smpInbox = SMP.Reassembler(limit: smp.bufferSize)
+        }
         // GATT objects: handles increase like an attribute database; BlueZ
         // names each object after the handle of its declaration.
         var handle = 0x000a

@@ -268,7 +268,7 @@ extension BlueZSimulator {
             afterLinkDown(d)
             throw d.spec.faults.connectError.dbusError
         }
-        guard d.advertising, d.spec.connectable else {
+        guard d.advertising, d.spec.connectable, !d.booting else {
             afterLinkDown(d)
             throw bluezError("Failed", "le-connection-abort-by-local")
         }
@@ -383,6 +383,7 @@ extension BlueZSimulator {
     func linkLost(_ d: DeviceState) {
         d.disconnectTask?.cancel()
         d.disconnectTask = nil
+        d.smpInbox.reset()
         d.connectionGeneration += 1
         for s in d.services {
             for c in s.characteristics {

@@ -1,3 +1,4 @@
+import BLEParsing
 import DBus
 
 extension BlueZSimulator {
@@ -188,6 +189,10 @@ extension BlueZSimulator {
     /// Stores a written value and runs the scenario's write rules.
     func applyWrite(_ d: DeviceState, _ c: CharacteristicState, _ value: [UInt8], offset: Int) throws {
         let i = d.index
+        if d.smp != nil, c.spec.uuid == Self.smpCharacteristic {
+            smpWrite(d, c, value)
+            return
+        }
         let rule = c.spec.onWrite.first { $0.match == nil || $0.match == value }
         if let e = rule?.error { throw e.dbusError }
         if rule?.store ?? true { c.value = Array(c.value.prefix(offset)) + value }
@@ -377,5 +382,82 @@ extension BlueZSimulator {
         guard o.offset <= desc.value.count else { throw bluezError("InvalidArguments", "Invalid offset") }
         desc.value = Array(desc.value.prefix(o.offset)) + value
         return []
+    }
+}
+
+// MARK: SMP (mcumgr) server
+
+extension BlueZSimulator {
+    static let smpCharacteristic = SMP.characteristic.string
+
+    /// A write to the SMP characteristic: a request, or a piece of one. Each
+    /// whole request is answered by notifications of at most MTU − 3 bytes.
+    func smpWrite(_ d: DeviceState, _ c: CharacteristicState, _ value: [UInt8]) {
+        guard var server = d.smp else { return }
+        let requests: [SMP.Message]
+        do { requests = try d.smpInbox.append(value) } catch {
+            // Zephyr's SMP reassembly drops what it cannot take; the client times out.
+            log("device \(d.spec.address): SMP request dropped: \(error.description)")
+            return
+        }
+        for request in requests {
+            guard !request.header.op.isResponse else { continue }
+            let response = server.respond(to: request)
+            if server.disconnectRequested {
+                // The link drops before the device answers (fault disconnectAfterBytes).
+                server.disconnectRequested = false
+                d.smp = server
+                log("device \(d.spec.address): drops the link mid-upload (fault)")
+                let generation = d.connectionGeneration
+                let i = d.index
+                Task { [weak self] in await self?.remoteDisconnect(i, generation: generation) }
+                return
+            }
+            send(response.bytes, to: c, of: d)
+            if server.resetRequested {
+                d.smp = server
+                reboot(d)
+                return
+            }
+        }
+        d.smp = server
+    }
+
+    /// Queues `bytes` as notifications cut to the ATT payload (MTU − 3), in order.
+    func send(_ bytes: [UInt8], to c: CharacteristicState, of d: DeviceState) {
+        let size = max(20, Int(d.spec.mtu) - 3)
+        let chunks = stride(from: 0, to: bytes.count, by: size).map { Array(bytes[$0..<min($0 + size, bytes.count)]) }
+        let previous = d.smpOutbox
+        let i = d.index, path = c.path, generation = d.connectionGeneration
+        d.smpOutbox = Task { [weak self] in
+            await previous?.value
+            for chunk in chunks { await self?.deliver(device: i, path: path, chunk, generation: generation) }
+        }
+    }
+
+    /// os_mgmt reset: the answer goes out, the link drops, MCUboot swaps (or
+    /// reverts) and the device is back after its boot time.
+    func reboot(_ d: DeviceState) {
+        let i = d.index, generation = d.connectionGeneration
+        let outbox = d.smpOutbox
+        let boot = duration(d.spec.smp?.bootTime ?? 0.5)
+        d.booting = true
+        Task { [weak self] in
+            await outbox?.value
+            try? await Task.sleep(for: .milliseconds(20))
+            await self?.bootDevice(i, generation: generation, after: boot)
+        }
+    }
+
+    func bootDevice(_ i: Int, generation: Int, after boot: Duration) async {
+        let d = devices[i]
+        if d.connected, d.connectionGeneration == generation {
+            log("device \(d.spec.address) resets")
+            linkLost(d)
+        }
+        d.smp?.boot()
+        try? await Task.sleep(for: boot)
+        d.booting = false
+        log("device \(d.spec.address) booted \(d.smp?.slots.first??.version ?? "?")")
     }
 }

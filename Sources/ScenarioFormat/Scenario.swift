@@ -295,6 +295,31 @@ public struct DeviceSpec: Sendable {
     public var advertisingAtStart: Bool
     /// Free text (the file's `comment`).
     public var comment: String? = nil
+    /// An mcumgr SMP server (MCUboot image and OS management) behind the SMP
+    /// GATT service, which the loader adds to `gatt` (docs/SCENARIOS.md, "Firmware").
+    public var smp: SMPSpec? = nil
+}
+
+/// The simulated device's firmware side: MCUboot's two slots and the
+/// mcumgr parameters it announces; faults a test injects.
+public struct SMPSpec: Sendable, Equatable {
+    /// The image running in slot 0 (confirmed): its version and hash.
+    public var version: String = "1.0.0"
+    /// 32 bytes; when the file gives none, derived from the version.
+    public var hash: [UInt8]? = nil
+    /// MCUmgr parameters: the largest request the device takes, and how many it buffers.
+    public var bufferSize: Int = 2475
+    public var bufferCount: Int = 4
+    /// The link drops once this many bytes of an upload arrived (once per simulator run).
+    public var disconnectAfterBytes: Int? = nil
+    /// The first this-many upload requests are answered busy (rc 10).
+    public var busyChunks: Int = 0
+    /// A finished upload is refused as corrupt (rc 9), as when the image was damaged on the way.
+    public var badHash = false
+    /// Seconds the device takes to boot after a reset (then it advertises and accepts connections again).
+    public var bootTime: Double = 0.5
+
+    public init() {}
 }
 
 extension DeviceSpec {

@@ -348,7 +348,7 @@ struct ScenarioDecoder {
                            advertisingAtStart: true)
         let allowed = ["address", "addressType", "adapter", "name", "alias", "appearance", "class", "icon", "paired", "trusted",
                        "blocked", "connectable", "legacyPairing", "rssi", "txPower", "manufacturerData", "serviceData", "uuids",
-                       "advertising", "battery", "gatt", "mtu", "pairing", "faults", "advertisingAtStart", "comment"]
+                       "advertising", "battery", "gatt", "mtu", "pairing", "faults", "advertisingAtStart", "comment", "smp"]
         let members = try object(node, allowed: allowed)
         guard members.contains(where: { $0.key == "address" }) else { throw fail(node, "missing member \"address\"") }
         for (k, v) in members {
@@ -406,10 +406,53 @@ struct ScenarioDecoder {
             case "faults": d.faults = try faults(v)
             case "advertisingAtStart": d.advertisingAtStart = try bool(v)
             case "comment": d.comment = try string(v)
+            case "smp": d.smp = try smp(v)
             default: break
             }
         }
+        if d.smp != nil {
+            // The SMP service as Zephyr's mcumgr BLE transport registers it.
+            let service = "8d53dc1d-1db7-4cd3-868b-8a527460aa84", characteristic = "da2e7828-fbce-4e01-ae9e-261174997c48"
+            if d.gatt.contains(where: { $0.uuid == service }) {
+                throw fail(node["gatt"] ?? node, "a device with \"smp\" has the SMP service already; leave it out of \"gatt\"")
+            }
+            d.gatt.append(ServiceSpec(uuid: service, primary: true, characteristics: [
+                CharacteristicSpec(uuid: characteristic, flags: ["write-without-response", "notify"], value: [], descriptors: [],
+                                   notifications: nil, onWrite: [], readError: nil),
+            ]))
+        }
         return d
+    }
+
+    func smp(_ node: JSONNode) throws(ScenarioError) -> SMPSpec {
+        var s = SMPSpec()
+        for (k, v) in try object(node, allowed: ["version", "hash", "bufferSize", "bufferCount", "faults", "bootTime", "comment"]) {
+            switch k {
+            case "version":
+                s.version = try string(v)
+                let parts = s.version.split(separator: ".", omittingEmptySubsequences: false)
+                guard (3...4).contains(parts.count), parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isNumber) && $0.count <= 10 }) else {
+                    throw fail(v, "an image version is major.minor.revision or major.minor.revision.build, found \"\(s.version)\"")
+                }
+            case "hash":
+                let h = try hex(v)
+                guard h.count == 32 else { throw fail(v, "an image hash is 32 bytes (SHA-256), found \(h.count)") }
+                s.hash = h
+            case "bufferSize": s.bufferSize = Int(try integer(v, 64...65_535))
+            case "bufferCount": s.bufferCount = Int(try integer(v, 1...64))
+            case "bootTime": s.bootTime = try seconds(v)
+            case "faults":
+                for (fk, fv) in try object(v, allowed: ["disconnectAfterBytes", "busyChunks", "badHash"]) {
+                    switch fk {
+                    case "disconnectAfterBytes": s.disconnectAfterBytes = Int(try integer(fv, 1...16_777_216))
+                    case "busyChunks": s.busyChunks = Int(try integer(fv, 0...1_000))
+                    default: s.badHash = try bool(fv)
+                    }
+                }
+            default: break
+            }
+        }
+        return s
     }
 
     func manufacturerData(_ node: JSONNode) throws(ScenarioError) -> [UInt16: [UInt8]] {

@@ -4,11 +4,12 @@ import Foundation
 import Vocabulary
 
 /// `blecompanion fw …`: firmware of MCUboot devices (docs/FIRMWARE.md).
-struct FirmwareCommand: ParsableCommand {
+struct FirmwareCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fw",
-        abstract: "Firmware images for MCUboot (Zephyr, mynewt) devices.",
-        subcommands: [FirmwareInfoCommand.self])
+        abstract: "Firmware of MCUboot (Zephyr, mynewt) devices: images, and updates over Bluetooth (mcumgr SMP).",
+        subcommands: [FirmwareInfoCommand.self, FirmwareStateCommand.self, FirmwareUploadCommand.self, FirmwareTestCommand.self,
+                      FirmwareConfirmCommand.self, FirmwareResetCommand.self, FirmwareEraseCommand.self, FirmwareEchoCommand.self])
 }
 
 /// `blecompanion fw info FILE`: what an image would flash — version, size,
