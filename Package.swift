@@ -172,7 +172,7 @@ let package = Package(
         .testTarget(name: "HTTPServerTests", dependencies: ["HTTPServer", "Locking"]),
         .testTarget(name: "ServiceSupportTests", dependencies: ["ServiceSupport", "Locking", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "BlueZTests", dependencies: ["Vocabulary", "BlueZ", "BlueZSimulator", "ScenarioFormat", "DBus", "TestSupport", "Locking"]),
-        .testTarget(name: "BlueZSimulatorTests", dependencies: ["Vocabulary", "BlueZSimulator", "ScenarioFormat", "DBus", "Locking", "BLEParsing"]),
+        .testTarget(name: "BlueZSimulatorTests", dependencies: ["Vocabulary", "BlueZSimulator", "ScenarioFormat", "DBus", "Locking", "BLEParsing", "TestSupport"]),
         .testTarget(name: "PresenterTests", dependencies: [
             "Vocabulary", "Presenters", "Domain", "BlueZ", "BLEParsing", "BlueZSimulator", "ScenarioFormat", "DBus", "readings-writer", "TestSupport", "Locking",
             .product(name: "GRDB", package: "GRDB.swift"),

@@ -90,30 +90,33 @@ extension SMPSession {
     /// starts the session.
     public static func open(client: BlueZClient, device: DeviceID, connectTimeout: Duration = .seconds(30),
                             timeout: Duration = .seconds(5), retries: Int = 2) async throws(DomainError) -> SMPSession {
-        let snapshot = client.mirror.snapshot()
-        if snapshot.devices[device]?.connected != true || snapshot.devices[device]?.servicesResolved != true {
-            // A device that has just reset is not there for a moment (it boots,
-            // then advertises again): connection attempts go on, backing off,
-            // until the connection timeout.
-            let clock = ContinuousClock()
-            let deadline = clock.now + connectTimeout
-            var pause = Duration.milliseconds(250)
-            while true {
-                do {
-                    try await client.connectResolvingServices(device, timeout: max(deadline - clock.now, .milliseconds(100)))
-                    break
-                } catch {
-                    guard clock.now + pause < deadline, !Task.isCancelled else {
+        // A device that has just reset is not there for a moment (it boots,
+        // then advertises again), and a link another client is letting go
+        // drops under us: connection attempts go on, backing off, until the
+        // connection timeout.
+        let clock = ContinuousClock()
+        let deadline = clock.now + connectTimeout
+        var pause = Duration.milliseconds(250)
+        while true {
+            do throws(DomainError) {
+                let snapshot = client.mirror.snapshot()
+                if snapshot.devices[device]?.connected != true || snapshot.devices[device]?.servicesResolved != true {
+                    do { try await client.connectResolvingServices(device, timeout: max(deadline - clock.now, .milliseconds(100))) } catch {
                         throw DomainError("cannot connect to \(device.address): \(error.description)", cause: error)
                     }
-                    try? await Task.sleep(for: pause)
-                    pause = min(pause * 2, .seconds(2))
                 }
+                let transport = try await BlueZSMPTransport.open(client: client, device: device)
+                let session = SMPSession(transport: transport, timeout: timeout, retries: retries)
+                await session.start()
+                return session
+            } catch {
+                // No SMP service is an answer, not a moment's trouble.
+                let gone = client.mirror.snapshot().devices[device]?.connected != true
+                guard gone, !error.description.contains("has no SMP service"),
+                      clock.now + pause < deadline, !Task.isCancelled else { throw error }
+                try? await Task.sleep(for: pause)
+                pause = min(pause * 2, .seconds(2))
             }
         }
-        let transport = try await BlueZSMPTransport.open(client: client, device: device)
-        let session = SMPSession(transport: transport, timeout: timeout, retries: retries)
-        await session.start()
-        return session
     }
 }

@@ -46,6 +46,27 @@ struct SMPOptions: ParsableArguments {
         }
     }
 
+    /// Opens a session, runs `body` on it and closes it. When the link drops
+    /// before the answer came (another client letting the device go, a
+    /// device that resets by itself), the request is made once more on a new
+    /// connection if `again` (for requests that may be repeated).
+    func perform<T>(_ connect: FirmwareUpload.Connect, again: Bool = true, _ body: (SMPSession) async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            let session = try await connect()
+            do {
+                let result = try await body(session)
+                await session.close()
+                return result
+            } catch {
+                let dropped = await !session.isOpen
+                await session.close()
+                attempt += 1
+                guard again, dropped, attempt < 2 else { throw error }
+            }
+        }
+    }
+
     /// The device with `address`: scans for it (up to --connect-timeout) when bluetoothd does not know it.
     func find(_ client: BlueZClient) async throws -> Device {
         let adapter = try options.adapter(of: client)
@@ -102,9 +123,7 @@ struct FirmwareStateCommand: AsyncParsableCommand {
     func run() async throws {
         try await runReporting {
             try await smp.withSession { _, device, connect in
-                let session = try await connect()
-                let slots = try await session.imageState()
-                await session.close()
+                let slots = try await smp.perform(connect) { try await $0.imageState() }
                 out(smp.options.json ? jsonLine(["address": device.address.description, "images": slotsJSON(slots)]) : slotsText(slots))
             }
         }
@@ -130,22 +149,22 @@ struct FirmwareMarkCommand {
                 }
             }
             try await smp.withSession { _, device, connect in
-                let session = try await connect()
-                let before = try await session.imageState()
-                if let hash, !before.contains(where: { $0.hash == hash }) {
-                    await session.close()
-                    throw CLIError("\(device.address) has no image with hash \(Hex.string(hash)); its slots:\n\(slotsText(before))")
-                }
-                if !confirm, hash == nil {
-                    // test without a hash: the image in the secondary slot.
-                    guard let other = before.first(where: { !$0.active && $0.slot != 0 }) else {
-                        await session.close()
-                        throw CLIError("\(device.address) has no image to test (its secondary slot is empty); upload one first")
+                let wanted = hash
+                let slots = try await smp.perform(connect) { session in
+                    let before = try await session.imageState()
+                    if let wanted, !before.contains(where: { $0.hash == wanted }) {
+                        throw CLIError("\(device.address) has no image with hash \(Hex.string(wanted)); its slots:\n\(slotsText(before))")
                     }
-                    hash = other.hash
+                    var target = wanted
+                    if !confirm, target == nil {
+                        // test without a hash: the image in the secondary slot.
+                        guard let other = before.first(where: { !$0.active && $0.slot != 0 }) else {
+                            throw CLIError("\(device.address) has no image to test (its secondary slot is empty); upload one first")
+                        }
+                        target = other.hash
+                    }
+                    return try await session.setImageState(hash: target, confirm: confirm)
                 }
-                let slots = try await session.setImageState(hash: hash, confirm: confirm)
-                await session.close()
                 out(smp.options.json ? jsonLine(["address": device.address.description, "images": slotsJSON(slots)]) : slotsText(slots))
             }
         }
@@ -176,9 +195,8 @@ struct FirmwareResetCommand: AsyncParsableCommand {
     func run() async throws {
         try await runReporting {
             try await smp.withSession { _, device, connect in
-                let session = try await connect()
-                try await session.reset()
-                await session.close()
+                // Not repeated: a reset whose answer was lost may have happened.
+                try await smp.perform(connect, again: false) { try await $0.reset() }
                 out(smp.options.json ? jsonLine(["address": device.address.description, "reset": true]) : "\(device.displayName) is restarting.")
             }
         }
@@ -191,10 +209,10 @@ struct FirmwareEraseCommand: AsyncParsableCommand {
     func run() async throws {
         try await runReporting {
             try await smp.withSession { _, device, connect in
-                let session = try await connect()
-                try await session.erase()
-                let slots = try await session.imageState()
-                await session.close()
+                let slots = try await smp.perform(connect) { session in
+                    try await session.erase()
+                    return try await session.imageState()
+                }
                 out(smp.options.json ? jsonLine(["address": device.address.description, "images": slotsJSON(slots)]) : slotsText(slots))
             }
         }
@@ -208,12 +226,12 @@ struct FirmwareEchoCommand: AsyncParsableCommand {
     func run() async throws {
         try await runReporting {
             try await smp.withSession { _, device, connect in
-                let session = try await connect()
-                let clock = ContinuousClock()
-                let start = clock.now
-                let back = try await session.echo(text)
-                let ms = FirmwareUpload.seconds(clock.now - start) * 1000
-                await session.close()
+                let (back, ms) = try await smp.perform(connect) { session in
+                    let clock = ContinuousClock()
+                    let start = clock.now
+                    let back = try await session.echo(text)
+                    return (back, FirmwareUpload.seconds(clock.now - start) * 1000)
+                }
                 out(smp.options.json ? jsonLine(["address": device.address.description, "echo": back, "ms": (ms * 10).rounded() / 10])
                                      : "\(device.displayName): \(back) (\(String(format: "%.1f", ms)) ms)")
             }
@@ -311,12 +329,10 @@ struct FirmwareUploadCommand: AsyncParsableCommand {
                     throw ExitCode(130)
                 }
                 var slots: [FirmwareSlot] = []
-                if test || confirm || reset {
-                    let session = try await connect()
-                    if test || confirm, let hash = image.hash { slots = try await session.setImageState(hash: hash, confirm: confirm) }
-                    if reset { try await session.reset() }
-                    await session.close()
+                if test || confirm, let hash = image.hash {
+                    slots = try await smp.perform(connect) { try await $0.setImageState(hash: hash, confirm: confirm) }
                 }
+                if reset { try await smp.perform(connect, again: false) { try await $0.reset() } }
                 if json {
                     var done: [String: Any] = ["event": "done", "address": device.address.description, "bytes": outcome.bytes,
                                                "seconds": (outcome.seconds * 1000).rounded() / 1000, "bytes_per_second": Int(outcome.bytesPerSecond),

@@ -2,6 +2,7 @@ import BLEParsing
 @testable import BlueZSimulator
 @testable import ScenarioFormat
 import Testing
+import TestSupport
 
 /// The simulated mcumgr server as a pure state machine (requests in,
 /// answers out), and the scenario key that describes it.
@@ -14,14 +15,9 @@ import Testing
         return answer.body
     }
 
-    /// An image `imgtool` would accept: header, firmware, SHA-256 TLV.
     func image(version: (UInt8, UInt8), size: Int = 600) -> (bytes: [UInt8], hash: [UInt8]) {
-        func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
-        func le32(_ v: Int) -> [UInt8] { le16(v & 0xFFFF) + le16(v >> 16) }
-        let header = le32(0x96F3_B83D) + le32(0) + le16(32) + le16(0) + le32(size) + le32(0) + [version.0, version.1] + le16(0) + le32(0) + le32(0)
-        let covered = header + (0..<size).map { UInt8($0 & 0xFF) }
-        let hash = McubootImage.digest("SHA256", covered[...]) ?? []
-        return (covered + le16(0x6907) + le16(40) + [0x10, 0] + le16(32) + hash, hash)
+        let image = MCUbootTestImage.make(size: size, version: (version.0, version.1, 0, 0))
+        return (image.bytes, image.hash)
     }
 
     func upload(_ server: inout SMPServerState, _ bytes: [UInt8], chunk: Int = 256) -> CBOR {

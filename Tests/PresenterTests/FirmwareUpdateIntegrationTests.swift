@@ -62,7 +62,7 @@ import Vocabulary
         let (sim, discovery) = try await Self.start()
         defer { sim.bus.stop() }
         _ = discovery
-        let image = TestImage.make(size: 100_000, version: (3, 1, 4, 15))
+        let image = MCUbootTestImage.make(size: 100_000, version: (3, 1, 4, 15))
         let steps = Lock<[UploadProgress]>([])
         let outcome = try await FirmwareUpload.run(image.bytes, connect: Self.connector(sim, Self.device(1))) { p in
             steps.withLock { $0.append(p) }
@@ -99,7 +99,7 @@ import Vocabulary
         let (sim, discovery) = try await Self.start()
         defer { sim.bus.stop() }
         _ = discovery
-        let image = TestImage.make(size: 5_000, version: (2, 0, 0, 0))
+        let image = MCUbootTestImage.make(size: 5_000, version: (2, 0, 0, 0))
         _ = try await FirmwareUpload.run(image.bytes, connect: Self.connector(sim, Self.device(1)))
         for _ in 0..<2 {
             let session = try await Self.connector(sim, Self.device(1))()
@@ -121,7 +121,7 @@ import Vocabulary
         let (sim, discovery) = try await Self.start()
         defer { sim.bus.stop() }
         _ = discovery
-        let image = TestImage.make(size: 120_000, version: (1, 1, 0, 0))
+        let image = MCUbootTestImage.make(size: 120_000, version: (1, 1, 0, 0))
         let outcome = try await FirmwareUpload.run(image.bytes, connect: Self.connector(sim, Self.device(2)))
         #expect(outcome.reconnects == 1)
         // The device dropped the link once it had 40 000 bytes: it went on from what it had kept.
@@ -134,7 +134,7 @@ import Vocabulary
         let (sim, discovery) = try await Self.start()
         defer { sim.bus.stop() }
         _ = discovery
-        let image = TestImage.make(size: 20_000, version: (2, 2, 0, 0))
+        let image = MCUbootTestImage.make(size: 20_000, version: (2, 2, 0, 0))
         let outcome = try await FirmwareUpload.run(image.bytes, connect: Self.connector(sim, Self.device(3)))
         #expect(outcome.busy == 3)
         #expect(outcome.chunk > 400 && outcome.chunk < 512, "a request fits the device's 512-byte buffer: \(outcome.chunk) data bytes")
@@ -145,7 +145,7 @@ import Vocabulary
         let (sim, discovery) = try await Self.start()
         defer { sim.bus.stop() }
         _ = discovery
-        let image = TestImage.make(size: 8_000, version: (9, 0, 0, 0))
+        let image = MCUbootTestImage.make(size: 8_000, version: (9, 0, 0, 0))
         await #expect { _ = try await FirmwareUpload.run(image.bytes, connect: Self.connector(sim, Self.device(4))) } throws: { error in
             "\(error)".contains("corrupt")
         }
@@ -168,7 +168,7 @@ import Vocabulary
         let (sim, discovery) = try await Self.start()
         defer { sim.bus.stop() }
         _ = discovery
-        let image = TestImage.make(size: 200_000, version: (4, 0, 0, 0))
+        let image = MCUbootTestImage.make(size: 200_000, version: (4, 0, 0, 0))
         let connect = Self.connector(sim, Self.device(1))
         let reached = Lock(0)
         let task = Task {
@@ -214,26 +214,5 @@ import Vocabulary
                 #expect(request.bytes.count >= limit - 2 || offset + n == file.count, "limit \(limit) offset \(offset): only \(request.bytes.count) bytes used")
             }
         }
-    }
-}
-
-/// An MCUboot image made here: header, firmware bytes, a TLV area with the
-/// SHA-256 over header and firmware (the layout `imgtool sign` writes
-/// without a key; see fixtures/firmware/README.md).
-struct TestImage {
-    var bytes: [UInt8]
-    var hash: [UInt8]
-
-    static func make(size: Int, version: (UInt8, UInt8, UInt16, UInt32)) -> TestImage {
-        func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF)] }
-        func le32(_ v: Int) -> [UInt8] { le16(v & 0xFFFF) + le16(v >> 16 & 0xFFFF) }
-        var header = le32(0x96F3_B83D) + le32(0) + le16(32) + le16(0) + le32(size) + le32(0)
-        header += [version.0, version.1] + le16(Int(version.2)) + le32(Int(version.3)) + le32(0)
-        var generator = SystemRandomNumberGenerator()
-        let firmware = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        let covered = header + firmware
-        let hash = McubootImage.digest("SHA256", covered[...]) ?? []
-        let tlvs = le16(0x6907) + le16(4 + 4 + 32) + [0x10, 0] + le16(32) + hash
-        return TestImage(bytes: covered + tlvs, hash: hash)
     }
 }
