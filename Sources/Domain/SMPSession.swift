@@ -30,6 +30,8 @@ public actor SMPSession {
 
     private var sequence: UInt8 = 0
     private var pending: [UInt8: CheckedContinuation<SMP.Message, any Error>] = [:]
+    /// A timed-out attempt's sequence number → the attempt that repeats it.
+    private var late: [UInt8: UInt8] = [:]
     private var timers: [UInt8: Task<Void, Never>] = [:]
     private var writeTail: Task<Void, Never>?
     private var receiver: Task<Void, Never>?
@@ -79,9 +81,11 @@ public actor SMPSession {
     /// Like ``request(_:_:_:timeout:)`` but hands back the whole answer, error or not.
     public func exchange(_ op: SMP.Op, _ command: SMP.Command, _ body: CBOR, timeout: Duration) async throws(DomainError) -> SMP.Message {
         var attempt = 0
+        var earlier: [UInt8] = []
+        defer { for seq in earlier { late.removeValue(forKey: seq) } }
         while true {
             do {
-                return try await once(op, command, body, timeout: timeout)
+                return try await once(op, command, body, timeout: timeout, earlier: &earlier)
             } catch let e as TimedOut {
                 attempt += 1
                 guard attempt <= retries, ended == nil else {
@@ -99,10 +103,16 @@ public actor SMPSession {
         var seconds: String
     }
 
-    private func once(_ op: SMP.Op, _ command: SMP.Command, _ body: CBOR, timeout: Duration) async throws -> SMP.Message {
+    /// One attempt. The answer to an earlier attempt of the same request
+    /// (`earlier`: their sequence numbers), arriving late, counts as this
+    /// one's: the device did the request then, and a repeat may find it done
+    /// (an upload's last chunk repeated is answered "bad state").
+    private func once(_ op: SMP.Op, _ command: SMP.Command, _ body: CBOR, timeout: Duration, earlier: inout [UInt8]) async throws -> SMP.Message {
         if let ended { throw ended }
         sequence &+= 1
         let seq = sequence
+        for e in earlier { late[e] = seq }
+        earlier.append(seq)
         let bytes = SMP.Message(op, command, sequence: seq, body: body).bytes
         return try await withCheckedThrowingContinuation { (c: CheckedContinuation<SMP.Message, any Error>) in
             // A request whose sequence number is still waiting (256 in flight): the old one has lost.
@@ -142,8 +152,9 @@ public actor SMPSession {
             return
         }
         for m in messages where m.header.op.isResponse {
-            timers.removeValue(forKey: m.header.sequence)?.cancel()
-            pending.removeValue(forKey: m.header.sequence)?.resume(returning: m)
+            let seq = pending[m.header.sequence] != nil ? m.header.sequence : late[m.header.sequence] ?? m.header.sequence
+            timers.removeValue(forKey: seq)?.cancel()
+            pending.removeValue(forKey: seq)?.resume(returning: m)
         }
     }
 

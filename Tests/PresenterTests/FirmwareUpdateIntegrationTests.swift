@@ -27,7 +27,7 @@ import Vocabulary
             do { try await client.mirror.wait(for: "\(device.address)", timeout: .seconds(10)) { $0.devices[device] != nil } } catch {
                 throw DomainError("\(device.address) not seen: \(error)")
             }
-            return try await SMPSession.open(client: client, device: device, connectTimeout: .seconds(10), timeout: .seconds(2))
+            return try await SMPSession.open(client: client, device: device, connectTimeout: .seconds(20), timeout: .seconds(10))
         }
     }
 
