@@ -196,10 +196,12 @@ final class DeviceState {
     var smp: SMPServerState?
     /// Request fragments of the current connection (a request longer than one write).
     var smpInbox = SMP.Reassembler()
-    /// Responses go out in order: each waits for the one before.
-    var smpOutbox: Task<Void, Never>?
+    /// SMP answers and Improv notifications go out in order: each waits for the one before.
+    var outbox: Task<Void, Never>?
     /// Rebooting after an SMP reset: not connectable until the boot time passed.
     var booting = false
+    /// Improv Wi-Fi provisioning (scenario key `improv`).
+    var improv: ImprovServerState?
 
     init(spec: DeviceSpec, index: Int, adapterPath: ObjectPath) {
         self.spec = spec
@@ -219,6 +221,7 @@ final class DeviceState {
         trusted = spec.trusted
         blocked = spec.blocked
         connectFailuresLeft = spec.faults.connectFailures
+        improv = spec.improv.map(ImprovServerState.init)
         if let smp = spec.smp {
             self.smp = SMPServerState(smp)
             smpInbox = SMP.Reassembler(limit: smp.bufferSize)

@@ -301,6 +301,7 @@ extension BlueZSimulator {
         guard d.registration != nil, d.connected, d.connectionGeneration == generation else { return }
         await exportGATT(d)
         d.servicesResolved = true
+        improvConnected(d)
         d.registration?.setProperties(BlueZ.device, ["ServicesResolved": .boolean(true), "UUIDs": strings(d.allUUIDs)])
         if let pct = d.battery, !d.hasBattery, let reg = d.registration {
             reg.addInterfaces([DBusExportedInterface(Self.batteryDescription, values: ["Percentage": .byte(pct)])])

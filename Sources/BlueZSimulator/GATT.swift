@@ -193,6 +193,10 @@ extension BlueZSimulator {
             smpWrite(d, c, value)
             return
         }
+        if d.improv != nil, c.spec.uuid == Self.improvCommand {
+            improvWrite(d, value)
+            return
+        }
         let rule = c.spec.onWrite.first { $0.match == nil || $0.match == value }
         if let e = rule?.error { throw e.dbusError }
         if rule?.store ?? true { c.value = Array(c.value.prefix(offset)) + value }
@@ -427,9 +431,9 @@ extension BlueZSimulator {
     func send(_ bytes: [UInt8], to c: CharacteristicState, of d: DeviceState) {
         let size = max(20, Int(d.spec.mtu) - 3)
         let chunks = stride(from: 0, to: bytes.count, by: size).map { Array(bytes[$0..<min($0 + size, bytes.count)]) }
-        let previous = d.smpOutbox
+        let previous = d.outbox
         let i = d.index, path = c.path, generation = d.connectionGeneration
-        d.smpOutbox = Task { [weak self] in
+        d.outbox = Task { [weak self] in
             await previous?.value
             for chunk in chunks { await self?.deliver(device: i, path: path, chunk, generation: generation) }
         }
@@ -439,7 +443,7 @@ extension BlueZSimulator {
     /// reverts) and the device is back after its boot time.
     func reboot(_ d: DeviceState) {
         let i = d.index, generation = d.connectionGeneration
-        let outbox = d.smpOutbox
+        let outbox = d.outbox
         let boot = duration(d.spec.smp?.bootTime ?? 0.5)
         d.booting = true
         Task { [weak self] in

@@ -298,6 +298,27 @@ public struct DeviceSpec: Sendable {
     /// An mcumgr SMP server (MCUboot image and OS management) behind the SMP
     /// GATT service, which the loader adds to `gatt` (docs/SCENARIOS.md, "Firmware").
     public var smp: SMPSpec? = nil
+    /// An Improv Wi-Fi provisioning server; the loader adds its service to
+    /// `gatt` and its UUID and service data to the advertisement.
+    public var improv: ImprovSpec? = nil
+}
+
+/// A device waiting for Wi-Fi credentials over Improv (improv-wifi.com/ble).
+public struct ImprovSpec: Sendable, Equatable {
+    /// 1: authorization required (a button to press), 2: authorized.
+    public var state: UInt8 = 2
+    /// Seconds after a connection at which the button is "pressed" (authorization required only; nil: never).
+    public var authorizeAfter: Double? = nil
+    /// The networks it can join: SSID → password (empty for an open network).
+    public var networks: [String: String] = [:]
+    /// What it answers once provisioned (its web page).
+    public var url: String? = nil
+    /// Seconds spent joining the network.
+    public var connectTime: Double = 0.5
+    /// Capability bits: 1 identify, 2 device info.
+    public var capabilities: UInt8 = 1
+
+    public init() {}
 }
 
 /// The simulated device's firmware side: MCUboot's two slots and the

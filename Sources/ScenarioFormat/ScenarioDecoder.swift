@@ -348,7 +348,7 @@ struct ScenarioDecoder {
                            advertisingAtStart: true)
         let allowed = ["address", "addressType", "adapter", "name", "alias", "appearance", "class", "icon", "paired", "trusted",
                        "blocked", "connectable", "legacyPairing", "rssi", "txPower", "manufacturerData", "serviceData", "uuids",
-                       "advertising", "battery", "gatt", "mtu", "pairing", "faults", "advertisingAtStart", "comment", "smp"]
+                       "advertising", "battery", "gatt", "mtu", "pairing", "faults", "advertisingAtStart", "comment", "smp", "improv"]
         let members = try object(node, allowed: allowed)
         guard members.contains(where: { $0.key == "address" }) else { throw fail(node, "missing member \"address\"") }
         for (k, v) in members {
@@ -407,6 +407,7 @@ struct ScenarioDecoder {
             case "advertisingAtStart": d.advertisingAtStart = try bool(v)
             case "comment": d.comment = try string(v)
             case "smp": d.smp = try smp(v)
+            case "improv": d.improv = try improv(v)
             default: break
             }
         }
@@ -421,7 +422,45 @@ struct ScenarioDecoder {
                                    notifications: nil, onWrite: [], readError: nil),
             ]))
         }
+        if let improv = d.improv {
+            // Improv's service, its five characteristics, and what the device advertises.
+            let base = "00467768-6228-2272-4663-27747826800"
+            if d.gatt.contains(where: { $0.uuid == base + "0" }) {
+                throw fail(node["gatt"] ?? node, "a device with \"improv\" has the Improv service already; leave it out of \"gatt\"")
+            }
+            d.gatt.append(ServiceSpec(uuid: base + "0", primary: true, characteristics: [
+                CharacteristicSpec(uuid: base + "1", flags: ["read", "notify"], value: [improv.state]),
+                CharacteristicSpec(uuid: base + "2", flags: ["read", "notify"], value: [0]),
+                CharacteristicSpec(uuid: base + "3", flags: ["write"], value: []),
+                CharacteristicSpec(uuid: base + "4", flags: ["read", "notify"], value: []),
+                CharacteristicSpec(uuid: base + "5", flags: ["read"], value: [improv.capabilities]),
+            ]))
+            if !d.uuids.contains(base + "0") { d.uuids.append(base + "0") }
+            d.serviceData["00004677-0000-1000-8000-00805f9b34fb"] = [improv.state, improv.capabilities, 0, 0, 0, 0]
+        }
         return d
+    }
+
+    func improv(_ node: JSONNode) throws(ScenarioError) -> ImprovSpec {
+        var s = ImprovSpec()
+        for (k, v) in try object(node, allowed: ["state", "authorizeAfter", "networks", "url", "connectTime", "capabilities", "comment"]) {
+            switch k {
+            case "state":
+                s.state = try oneOf(v, ["authorizationRequired", "authorized"], what: "Improv state") == "authorized" ? 2 : 1
+            case "authorizeAfter": s.authorizeAfter = try seconds(v)
+            case "networks":
+                guard case let .object(members) = v.value else { throw fail(v, "expected an object of SSID → password, found \(v.typeName)") }
+                for (ssid, password) in members {
+                    guard (1...32).contains(ssid.utf8.count) else { throw fail(v, "an SSID has 1 to 32 bytes: \"\(ssid)\"") }
+                    s.networks[ssid] = try string(password)
+                }
+            case "url": s.url = try string(v)
+            case "connectTime": s.connectTime = try seconds(v)
+            case "capabilities": s.capabilities = UInt8(try integer(v, 0...15))
+            default: break
+            }
+        }
+        return s
     }
 
     func smp(_ node: JSONNode) throws(ScenarioError) -> SMPSpec {

@@ -11,7 +11,7 @@ struct BLECompanionCommand: AsyncParsableCommand {
             PairCommand.self, UnpairCommand.self, TrustCommand.self, UntrustCommand.self,
             ReadCommand.self, WriteCommand.self, NotifyCommand.self, SettingsCommand.self, HistoryCommand.self,
             DoctorCommand.self, DecodeCommand.self, DemoCommand.self, DashboardCommand.self, SimulateCommand.self, RecordCommand.self,
-            GatewayCLICommand.self, ImportBtsnoopCommand.self, CaptureCommand.self, ProfileCommand.self, DeviceCommandCommand.self, TimeSyncCommand.self, FirmwareCommand.self,
+            GatewayCLICommand.self, ImportBtsnoopCommand.self, CaptureCommand.self, ProfileCommand.self, DeviceCommandCommand.self, TimeSyncCommand.self, FirmwareCommand.self, ProvisionCommand.self,
         ]
     )
 }

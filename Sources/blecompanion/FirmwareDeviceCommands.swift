@@ -31,18 +31,17 @@ struct SMPOptions: ParsableArguments {
         let connect: FirmwareUpload.Connect = { () async throws(DomainError) -> SMPSession in
             try await SMPSession.open(client: client, device: id, connectTimeout: connectTimeout, timeout: timeout)
         }
-        defer {
-            if !connectedBefore {
-                let c = client
-                Task { try? await c.disconnect(id) }
-            }
-        }
+        // Let go of a device this command connected, on every way out, and
+        // wait for it: a Disconnect still under way when the next command
+        // starts would drop that command's link.
         do {
             let result = try await body(client, device, connect)
             if !connectedBefore { try? await client.disconnect(id) }
             return result
-        } catch let e as DomainError {
-            throw CLIError(e.description)
+        } catch {
+            if !connectedBefore { try? await client.disconnect(id) }
+            if let e = error as? DomainError { throw CLIError(e.description) }
+            throw error
         }
     }
 
@@ -69,35 +68,43 @@ struct SMPOptions: ParsableArguments {
 
     /// The device with `address`: scans for it (up to --connect-timeout) when bluetoothd does not know it.
     func find(_ client: BlueZClient) async throws -> Device {
-        let adapter = try options.adapter(of: client)
-        let addr: BluetoothAddress
-        do { addr = try BluetoothAddress(address) } catch { throw CLIError(error) }
-        if let d = client.mirror.snapshot().device(addr, on: adapter.id) { return d }
-        let events = client.mirror.events(bufferCapacity: 64)
-        let session: DiscoverySession
-        do { session = try await client.discover(adapter: adapter.id) } catch { throw CLIError("cannot scan for \(addr): \(error.description)") }
-        defer { Task { await session.stop() } }
-        let found = await withTaskGroup(of: Device?.self) { group -> Device? in
-            group.addTask {
-                if let d = client.mirror.snapshot().device(addr, on: adapter.id) { return d }
-                for await _ in events {
-                    if let d = client.mirror.snapshot().device(addr, on: adapter.id) { return d }
-                }
-                return nil
-            }
-            group.addTask {
-                try? await Task.sleep(for: Bounds.duration(seconds: connectTimeout))
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
-        guard let found else {
-            throw CLIError("\(addr) was not found in \(Int(connectTimeout)) s of scanning: is it advertising and in range?")
-        }
-        return found
+        try await findDevice(address, options: options, client: client, within: connectTimeout)
     }
+}
+
+/// The device with `address` on the chosen adapter: bluetoothd's, or found by
+/// scanning for up to `seconds` when bluetoothd does not know it yet (as
+/// bleak's `find_device_by_address` does), so a command works on a device
+/// nobody has scanned for.
+func findDevice(_ address: String, options: BlueZOptions, client: BlueZClient, within seconds: Double) async throws -> Device {
+    let adapter = try options.adapter(of: client)
+    let addr: BluetoothAddress
+    do { addr = try BluetoothAddress(address) } catch { throw CLIError(error) }
+    if let d = client.mirror.snapshot().device(addr, on: adapter.id) { return d }
+    let events = client.mirror.events(bufferCapacity: 64)
+    let session: DiscoverySession
+    do { session = try await client.discover(adapter: adapter.id) } catch { throw CLIError("cannot scan for \(addr): \(error.description)") }
+    defer { Task { await session.stop() } }
+    let found = await withTaskGroup(of: Device?.self) { group -> Device? in
+        group.addTask {
+            if let d = client.mirror.snapshot().device(addr, on: adapter.id) { return d }
+            for await _ in events {
+                if let d = client.mirror.snapshot().device(addr, on: adapter.id) { return d }
+            }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: Bounds.duration(seconds: seconds))
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+    guard let found else {
+        throw CLIError("\(addr) was not found in \(Int(seconds)) s of scanning: is it advertising and in range?")
+    }
+    return found
 }
 
 func slotsJSON(_ slots: [FirmwareSlot]) -> [[String: Any]] {

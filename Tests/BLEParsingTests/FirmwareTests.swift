@@ -195,3 +195,39 @@ struct SMPFramingTests {
         #expect(throws: DecodeError.self) { try bad.append([0x03, 0, 0, 1, 0, 1, 0, 0, 0xFF]) }
     }
 }
+
+@Suite("Improv Wi-Fi frames")
+struct ImprovTests {
+    @Test("the Wi-Fi settings frame, byte for byte (improv-wifi.com/ble: command, length, strings, sum checksum)")
+    func wifiSettings() throws {
+        let frame = try #require(Improv.RPC.wifiSettings(ssid: Array("ab".utf8), password: Array("c".utf8)).bytes)
+        // 0x01 + 0x05 + 0x02 + 'a' + 'b' + 0x01 + 'c' = 303 → 0x2F.
+        #expect(frame == [0x01, 0x05, 0x02, 0x61, 0x62, 0x01, 0x63, 0x2F])
+        #expect(try Improv.RPC.parse(frame) == Improv.RPC(command: 1, strings: [Array("ab".utf8), Array("c".utf8)]))
+        // An open network: an empty password string.
+        let open = try #require(Improv.RPC.wifiSettings(ssid: Array("x".utf8), password: []).bytes)
+        #expect(try Improv.RPC.parse(open).strings == [Array("x".utf8), []])
+        #expect(Improv.RPC(command: 1, strings: [[UInt8](repeating: 1, count: 256)]).bytes == nil, "a string longer than 255 bytes cannot be framed")
+    }
+
+    @Test("broken frames are refused with what is wrong")
+    func broken() {
+        for (frame, words) in [
+            ([0x01, 0x05], "3 bytes"),
+            ([0x01, 0x02, 0x01, 0x61, 0x00], "checksum"),
+            ([0x01, 0x04, 0x01, 0x61, 0x67], "bytes (the length byte says 4"),
+            ([0x01, 0x02, 0x05, 0x61, 0x69], "string 1"),
+        ] as [([UInt8], String)] {
+            #expect { _ = try Improv.RPC.parse(frame) } throws: { "\($0)".contains(words) }
+        }
+    }
+
+    @Test("the advertised service data: state and capabilities")
+    func serviceData() throws {
+        let data = try Improv.ServiceData.parse([0x02, 0x01, 0, 0, 0, 0])
+        #expect(data.state == .authorized && data.capabilities.contains(.identify))
+        #expect(data.bytes == [0x02, 0x01, 0, 0, 0, 0])
+        #expect(throws: DecodeError.self) { try Improv.ServiceData.parse([0x07, 0, 0, 0, 0, 0]) }
+        #expect(throws: DecodeError.self) { try Improv.ServiceData.parse([0x02, 0]) }
+    }
+}

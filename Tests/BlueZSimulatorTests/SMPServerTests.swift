@@ -137,3 +137,53 @@ import TestSupport
         }
     }
 }
+
+/// The simulated Improv server: frames in, what it does out.
+@Suite struct ImprovServerTests {
+    func spec(_ state: UInt8) -> ImprovSpec {
+        var s = ImprovSpec()
+        s.state = state
+        s.networks = ["HomeNet": "secret pw"]
+        s.url = "http://10.0.0.5/"
+        return s
+    }
+
+    @Test func provisioningSucceedsWithTheRightPasswordOnly() throws {
+        var server = ImprovServerState(spec(2))
+        let wrong = try #require(Improv.RPC.wifiSettings(ssid: Array("HomeNet".utf8), password: Array("nope".utf8)).bytes)
+        #expect(server.written(wrong) == .provisioning(ssid: Array("HomeNet".utf8), password: Array("nope".utf8)))
+        #expect(server.state == .provisioning)
+        #expect(server.joined(ssid: Array("HomeNet".utf8), password: Array("nope".utf8)) == nil)
+        #expect(server.state == .authorized)
+        let right = try #require(Improv.RPC.wifiSettings(ssid: Array("HomeNet".utf8), password: Array("secret pw".utf8)).bytes)
+        _ = server.written(right)
+        let joined = server.joined(ssid: Array("HomeNet".utf8), password: Array("secret pw".utf8))
+        let result = try #require(joined)
+        #expect(try Improv.RPC.parse(result) == Improv.RPC(command: 1, strings: [Array("http://10.0.0.5/".utf8)]))
+        #expect(server.state == .provisioned)
+    }
+
+    @Test func errors() throws {
+        var server = ImprovServerState(spec(1))
+        let settings = try #require(Improv.RPC.wifiSettings(ssid: Array("HomeNet".utf8), password: Array("secret pw".utf8)).bytes)
+        #expect(server.written(settings) == .error(.notAuthorized))
+        #expect(server.written([0x01, 0x00, 0x00]) == .error(.invalidRPC), "bad checksum")
+        #expect(server.written(try #require(Improv.RPC(command: 9).bytes)) == .error(.unknownCommand))
+        #expect(server.written(try #require(Improv.RPC(command: 2).bytes)) == .identify)
+        #expect(server.identified == 1)
+    }
+
+    @Test func theScenarioKeyAddsServiceAndAdvertisement() throws {
+        let s = try Scenario.parse("""
+            { "devices": [ { "address": "E0:00:00:00:00:01", "improv": { "state": "authorizationRequired", "networks": { "Net": "pw" } } } ] }
+            """)
+        let d = try #require(s.devices.first)
+        #expect(d.improv?.state == 1 && d.improv?.networks == ["Net": "pw"])
+        #expect(d.gatt.first?.uuid == Improv.service.string && d.gatt.first?.characteristics.count == 5)
+        #expect(d.uuids.contains(Improv.service.string))
+        #expect(d.serviceData[Improv.serviceDataUUID.string] == [1, 1, 0, 0, 0, 0])
+        #expect(throws: ScenarioError.self) {
+            try Scenario.parse(#"{ "devices": [ { "address": "E0:00:00:00:00:01", "improv": { "state": "ready" } } ] }"#)
+        }
+    }
+}

@@ -108,4 +108,44 @@ import Testing
         let done = jsonLines(again.stdout).last
         #expect(again.status == 0 && (done?["resumed_from"] as? Int ?? 0) > 0 && done?["hash"] as? String == hash, "\(again.stdout.suffix(300)) \(again.stderr)")
     }
+
+    @Test func provisionOverImprov() async throws {
+        let sim = try await SimulatorProcess.start("test-firmware.json")
+        defer { sim.stop() }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("improv-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let right = dir.appendingPathComponent("right"), wrong = dir.appendingPathComponent("wrong")
+        try "correct horse battery\n".write(to: right, atomically: true, encoding: .utf8)
+        try "hunter2hunter2\n".write(to: wrong, atomically: true, encoding: .utf8)
+
+        let refused = try await sim.runAsync(["provision", "E5:9A:00:00:00:01", "--ssid", "HomeNet", "--password-file", wrong.path])
+        #expect(refused.status == 1 && refused.stderr.contains("unable to connect to the network (wrong password"), "\(refused.stderr)")
+        let done = try await sim.runAsync(["provision", "E5:9A:00:00:00:01", "--ssid", "HomeNet", "--password-file", right.path, "--json"])
+        let line = try #require(jsonLines(done.stdout).last)
+        #expect(done.status == 0 && line["url"] as? String == "http://192.168.1.77/" && line["state"] as? String == "provisioned", "\(done.stdout) \(done.stderr)")
+        let again = try await sim.runAsync(["provision", "E5:9A:00:00:00:01", "--ssid", "HomeNet", "--password-file", right.path])
+        #expect(again.status == 1 && again.stderr.contains("provisioned already"), "\(again.stderr)")
+        // The one that wants its button pressed (the scenario presses it after 0.5 s).
+        let button = try await sim.runAsync(["provision", "E5:9A:00:00:00:02", "--ssid", "HomeNet", "--password-file", right.path])
+        #expect(button.status == 0 && button.stderr.contains("press its button") && button.stdout.contains("http://192.168.1.78/"),
+                "\(button.stdout) \(button.stderr)")
+        let identify = try await sim.runAsync(["provision", "E5:9A:00:00:00:01", "--identify"])
+        #expect(identify.status == 0 && identify.stdout.contains("identify itself"), "\(identify.stderr)")
+        let notImprov = try await sim.runAsync(["provision", sensor, "--ssid", "HomeNet", "--open"])
+        #expect(notImprov.status == 1 && notImprov.stderr.contains("has no Improv service"), "\(notImprov.stderr)")
+        for run in [refused, done, again, button, identify] {
+            #expect(!run.stdout.contains("correct horse") && !run.stderr.contains("correct horse") && !run.stderr.contains("hunter2"),
+                    "the password is never printed")
+        }
+
+        let noSSID = try await cli(["provision", sensor, "--open"])
+        #expect(noSSID.status == 64 && noSSID.stderr.contains("--ssid is needed"), "\(noSSID.stderr)")
+        let both = try await cli(["provision", sensor, "--ssid", "x", "--open", "--password-file", right.path])
+        #expect(both.status == 64 && both.stderr.contains("--password-file, or --open"), "\(both.stderr)")
+        let long = try await cli(["provision", sensor, "--ssid", String(repeating: "s", count: 33), "--open"])
+        #expect(long.status == 64 && long.stderr.contains("1 to 32 bytes"), "\(long.stderr)")
+        let unreadable = try await cli(["provision", sensor, "--ssid", "x", "--password-file", "/nonexistent/pw"])
+        #expect(unreadable.status == 66 && unreadable.stderr.contains("cannot read the password file"), "\(unreadable.stderr)")
+    }
 }
