@@ -14,6 +14,11 @@ public struct UploadProgress: Sendable, Equatable {
     public var resumedFrom: Int?
     public var reconnects: Int
 
+    public init(acknowledged: Int, total: Int, elapsed: Double = 0, bytesPerSecond: Double = 0, resumedFrom: Int? = nil, reconnects: Int = 0) {
+        (self.acknowledged, self.total, self.elapsed, self.bytesPerSecond) = (acknowledged, total, elapsed, bytesPerSecond)
+        (self.resumedFrom, self.reconnects) = (resumedFrom, reconnects)
+    }
+
     public var fraction: Double { total == 0 ? 1 : Double(acknowledged) / Double(total) }
     /// Seconds left at the current rate; nil before there is a rate.
     public var eta: Double? { bytesPerSecond > 0 ? Double(total - acknowledged) / bytesPerSecond : nil }
@@ -32,6 +37,12 @@ public struct UploadOutcome: Sendable, Equatable {
     public var window: Int
     /// The slot the device reports with the image's hash.
     public var slot: FirmwareSlot?
+
+    public init(bytes: Int, seconds: Double, resumedFrom: Int? = nil, reconnects: Int = 0, busy: Int = 0, chunk: Int = 0, window: Int = 1,
+                slot: FirmwareSlot? = nil) {
+        (self.bytes, self.seconds, self.resumedFrom, self.reconnects) = (bytes, seconds, resumedFrom, reconnects)
+        (self.busy, self.chunk, self.window, self.slot) = (busy, chunk, window, slot)
+    }
 
     public var bytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds : 0 }
 

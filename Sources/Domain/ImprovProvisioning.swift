@@ -14,6 +14,11 @@ public enum ImprovProvisioning {
         public var url: String?
         /// The states the device went through, in order.
         public var states: [Improv.State]
+
+        public init(url: String?, states: [Improv.State]) {
+            self.url = url
+            self.states = states
+        }
     }
 
     /// What the device is and can do, read once connected.
