@@ -28,6 +28,18 @@ import Vocabulary
 public struct GatewayCommand: Sendable, Equatable {
     public enum Action: String, Sendable, Equatable, CaseIterable {
         case connect, disconnect, read, write, notify, command
+        // Firmware and provisioning (docs/FIRMWARE.md, "Gateway"): the work runs
+        // in the gateway and its state is published to `<base>/<device>/firmware`.
+        case firmwareState = "firmware_state", firmwareUpload = "firmware_upload", firmwareCancel = "firmware_cancel"
+        case firmwareTest = "firmware_test", firmwareConfirm = "firmware_confirm", firmwareReset = "firmware_reset"
+        case provision
+
+        var isFirmware: Bool {
+            switch self {
+            case .firmwareState, .firmwareUpload, .firmwareCancel, .firmwareTest, .firmwareConfirm, .firmwareReset, .provision: return true
+            default: return false
+            }
+        }
     }
 
     public var action: Action
@@ -39,6 +51,15 @@ public struct GatewayCommand: Sendable, Equatable {
     /// `command`: the profile command's name and its arguments as text (numbers as JSON wrote them).
     public var name: String?
     public var arguments: [String: String] = [:]
+    /// `firmware_upload`: the image (base64 in JSON), what to mark it for after the upload, and whether to reset.
+    public var image: [UInt8]?
+    public var mark: String?
+    public var reset = false
+    /// `firmware_test`/`firmware_confirm`: the image's hash (hex); none: the secondary slot's / the running image.
+    public var hash: [UInt8]?
+    /// `provision`: the network and its password (never echoed, logged or published).
+    public var ssid: String?
+    public var password: String?
 
     public init(action: Action, characteristic: String? = nil, value: [UInt8]? = nil, withoutResponse: Bool = false,
                 enable: Bool = true, id: String? = nil) {
@@ -65,7 +86,8 @@ public struct GatewayCommand: Sendable, Equatable {
                 throw GatewayCommandError(id: nil, "\"id\" must be a string or a number")
             }
         }
-        let known: Set<String> = ["action", "characteristic", "value", "without_response", "enable", "id", "name", "arguments"]
+        let known: Set<String> = ["action", "characteristic", "value", "without_response", "enable", "id", "name", "arguments",
+                                  "image", "mark", "reset", "hash", "ssid", "password"]
         if let unknown = dict.keys.sorted().first(where: { !known.contains($0) }) {
             throw GatewayCommandError(id: id, "unknown member \"\(unknown)\" (known: \(known.sorted().joined(separator: ", ")))")
         }
@@ -125,7 +147,47 @@ public struct GatewayCommand: Sendable, Equatable {
                 }
             }
         }
+        if let raw = dict["image"] {
+            guard let text = raw as? String, let data = Data(base64Encoded: text) else {
+                throw GatewayCommandError(id: id, "\"image\" must be the image file in base64")
+            }
+            command.image = [UInt8](data)
+        }
+        if let raw = dict["mark"] {
+            guard let m = raw as? String, ["none", "test", "confirm"].contains(m) else {
+                throw GatewayCommandError(id: id, "\"mark\" must be \"none\", \"test\" or \"confirm\"")
+            }
+            command.mark = m
+        }
+        if let raw = dict["reset"] {
+            guard let b = raw as? Bool, isJSONBool(raw) else { throw GatewayCommandError(id: id, "\"reset\" must be true or false") }
+            command.reset = b
+        }
+        if let raw = dict["hash"] {
+            guard let text = raw as? String, let bytes = try? Hex.bytes(text), bytes.count == 32 else {
+                throw GatewayCommandError(id: id, "\"hash\" must be an image hash: 64 hex digits")
+            }
+            command.hash = bytes
+        }
+        if let raw = dict["ssid"] {
+            guard let ssid = raw as? String, (1...32).contains(ssid.utf8.count) else {
+                throw GatewayCommandError(id: id, "\"ssid\" must be a network name of 1 to 32 bytes")
+            }
+            command.ssid = ssid
+        }
+        if let raw = dict["password"] {
+            // The reason only, never the value.
+            guard let password = raw as? String, password.utf8.count <= 64 else {
+                throw GatewayCommandError(id: id, "\"password\" must be a string of at most 64 bytes")
+            }
+            command.password = password
+        }
         switch action {
+        case .firmwareUpload:
+            if command.image == nil { throw GatewayCommandError(id: id, "\"firmware_upload\" needs \"image\" (the file in base64)") }
+        case .provision:
+            if command.ssid == nil { throw GatewayCommandError(id: id, "\"provision\" needs \"ssid\" (and \"password\" unless the network is open)") }
+        case .firmwareState, .firmwareCancel, .firmwareTest, .firmwareConfirm, .firmwareReset: break
         case .read, .write, .notify:
             if command.characteristic == nil { throw GatewayCommandError(id: id, "\"\(action.rawValue)\" needs \"characteristic\"") }
         case .command:
@@ -146,6 +208,21 @@ public struct GatewayCommand: Sendable, Equatable {
 private func isJSONBool(_ value: Any) -> Bool {
     guard let n = value as? NSNumber else { return false }
     return String(cString: n.objCType) == "c"
+}
+
+extension GatewayCommand: CustomStringConvertible, CustomDebugStringConvertible {
+    /// What a log may show: the action and its targets, never the password or the image's bytes.
+    public var description: String {
+        var parts = ["action: \(action.rawValue)"]
+        if let characteristic { parts.append("characteristic: \(characteristic)") }
+        if let name { parts.append("name: \(name)") }
+        if let image { parts.append("image: \(image.count) bytes") }
+        if let ssid { parts.append("ssid: \(ssid)") }
+        if password != nil { parts.append("password: (hidden)") }
+        if let id { parts.append("id: \(id)") }
+        return "GatewayCommand(" + parts.joined(separator: ", ") + ")"
+    }
+    public var debugDescription: String { description }
 }
 
 public struct GatewayCommandError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -321,6 +398,9 @@ public final class CommandExecutor: Sendable {
         case .command:
             // Resolved into a write by the runtime (GatewayRuntime.execute), which knows the profiles.
             return .failure("no profile command \(command.name ?? "") for this device")
+        case .firmwareState, .firmwareUpload, .firmwareCancel, .firmwareTest, .firmwareConfirm, .firmwareReset, .provision:
+            // The runtime's FirmwareJobs run these (GatewayRuntime.runFirmware).
+            return .failure("\(command.action.rawValue) is not a GATT command")
         case .connect, .disconnect:
             let kind: DeviceDetailPresenter.Command = command.action == .connect ? .connect : .disconnect
             var iterator = states.makeAsyncIterator()

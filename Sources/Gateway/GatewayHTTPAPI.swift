@@ -17,7 +17,10 @@ import Vocabulary
 /// | `GET /api/devices/{address}` | one device: the list's data plus bluetoothd's details and GATT tree |
 /// | `GET /api/devices/{address}/history?kind=&label=&from=&to=` | stored readings in a time range (ISO 8601 or Unix seconds; default the last 24 h) |
 /// | `POST /api/devices/{address}/actions` | a ``GatewayCommand`` as the body; the reply as for MQTT (200, 400 malformed, 502 the device or bluetoothd failed) |
-/// | `GET /api/events` | server-sent events: `state` (the device's state JSON) and `availability` |
+/// | `GET /api/events` | server-sent events: `state` (the device's state JSON), `availability` and `firmware` (firmware work's state) |
+/// | `POST /api/devices/{address}/firmware?mark=test\|confirm&reset=true` | the body is an MCUboot image: uploaded by the gateway (202; progress as `firmware` events and on `<base>/<device>/firmware`) |
+/// | `GET /api/devices/{address}/firmware` | the firmware work's state (404 when there was none) |
+/// | `DELETE /api/devices/{address}/firmware` | cancels an upload (the running image stays; a new upload resumes) |
 ///
 /// With a token configured every path but `/healthz` needs
 /// `Authorization: Bearer <token>`; off loopback a token is mandatory (the
@@ -35,6 +38,9 @@ struct GatewayHTTPAPI: Sendable {
         router.get("/api/devices/:address/history") { request in history(request) }
         router.post("/api/devices/:address/actions") { request in await action(request) }
         router.get("/api/events") { _ in await events() }
+        router.post("/api/devices/:address/firmware") { request in await firmwareUpload(request) }
+        router.get("/api/devices/:address/firmware") { request in firmwareState(request) }
+        router.delete("/api/devices/:address/firmware") { request in await firmwareCancel(request) }
         router.post("/api/reload") { _ in reload() }
         let routed = router.handler
         let token = self.token
@@ -221,6 +227,49 @@ struct GatewayHTTPAPI: Sendable {
         return .json(status: reply.ok ? .ok : reply.busy ? .serviceUnavailable : HTTPStatus(502), reply.json)
     }
 
+    /// The image in the body, uploaded by this gateway (the device's owner in a fleet).
+    func firmwareUpload(_ request: HTTPRequest) async -> HTTPResponse {
+        guard let address = Self.address(request.pathParameters["address"]) else { return Self.badAddress(request) }
+        let mark = request.query["mark"] ?? "none"
+        guard ["none", "test", "confirm"].contains(mark) else { return .problem(status: .badRequest, "mark must be none, test or confirm, got \"\(mark)\"") }
+        let reset: Bool
+        switch request.query["reset"] ?? "false" {
+        case "true", "1": reset = true
+        case "false", "0": reset = false
+        case let other: return .problem(status: .badRequest, "reset must be true or false, got \"\(other)\"")
+        }
+        if runtime.loop.inFleet, await !runtime.loop.fleetOwns(address) {
+            return .problem(status: HTTPStatus(409), "another gateway of this fleet speaks for \(address); upload through it")
+        }
+        var command = GatewayCommand(action: .firmwareUpload)
+        command.image = request.body
+        command.mark = mark
+        command.reset = reset
+        if let problem = FirmwarePresenter.summary(name: "the body", bytes: request.body).1 {
+            return .problem(status: .unprocessableContent, problem)
+        }
+        let reply = await runtime.execute(command, on: address)
+        guard reply.ok else { return .json(status: reply.busy ? .serviceUnavailable : HTTPStatus(409), reply.json) }
+        return .json(status: HTTPStatus(202), firmwareJSON(address) ?? reply.json)
+    }
+
+    func firmwareState(_ request: HTTPRequest) -> HTTPResponse {
+        guard let address = Self.address(request.pathParameters["address"]) else { return Self.badAddress(request) }
+        guard let body = firmwareJSON(address) else { return .problem(status: .notFound, "no firmware work for \(address) since the gateway started") }
+        return .json(status: .ok, body)
+    }
+
+    func firmwareCancel(_ request: HTTPRequest) async -> HTTPResponse {
+        guard let address = Self.address(request.pathParameters["address"]) else { return Self.badAddress(request) }
+        let reply = await runtime.execute(GatewayCommand(action: .firmwareCancel), on: address)
+        guard reply.ok else { return .json(status: .notFound, reply.json) }
+        return .json(status: .ok, firmwareJSON(address) ?? reply.json)
+    }
+
+    func firmwareJSON(_ address: BluetoothAddress) -> [UInt8]? {
+        runtime.firmware.existing(address).map { FirmwareJobs.json($0.state) }
+    }
+
     func events() async -> HTTPResponse {
         let source = runtime.published.events()
         let current = await runtime.loop.snapshot()
@@ -257,6 +306,8 @@ struct GatewayHTTPAPI: Sendable {
         switch levels.leaf {
         case "state":
             return ServerSentEvents.event(name: "state", data: message.text)
+        case "firmware":
+            return ServerSentEvents.event(name: "firmware", data: message.text)
         case "status":
             let body = SortedJSON.bytes([("address", .string(address.description)), ("online", .bool(message.text == GatewayTopics.online))])
             return ServerSentEvents.event(name: "availability", data: String(decoding: body, as: UTF8.self))

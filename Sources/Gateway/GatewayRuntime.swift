@@ -156,6 +156,8 @@ public final class GatewayRuntime: Sendable {
     let queue: OutboundQueue
     let list: DeviceListPresenter
     let executor: CommandExecutor
+    /// Firmware uploads and provisioning, a presenter per device (``FirmwareJobs``).
+    let firmware: FirmwareJobs
     let manager: ConnectionManager
     let recorder: ReadingRecorder
     let loop: PublishingLoop
@@ -232,6 +234,18 @@ public final class GatewayRuntime: Sendable {
             if let adapterName, let id = try? AdapterID(name: adapterName) { return id }
             return mirror.snapshot().sortedAdapters.first?.id ?? AdapterID(path: "/org/bluez/hci0")
         })
+        let published = self.published, queue = self.queue, mqttConfigured = options.mqtt != nil, metrics = self.metrics
+        firmware = FirmwareJobs(service: BlueZFirmwareService(client: client), topics: options.topics) { messages in
+            // As enqueue(_:) does, for the firmware topic's few messages.
+            if mqttConfigured {
+                do throws(DomainError) {
+                    try queue.enqueue(messages.map { .init(topic: $0.topic, payload: $0.payload, retain: $0.retain, qos: max($0.qos, 1)) })
+                } catch {
+                    metrics.countRefused(messages.count)
+                }
+            }
+            for m in messages { published.yield(m) }
+        }
         let fleetPublishing = options.fleet.map { PublishPlanner.Fleet(gateway: options.topics.gatewayID, room: $0.room) }
         let coordinator = options.fleet.flatMap { f -> FleetCoordinator? in
             guard options.topics.fleet != nil, options.mqtt != nil else { return nil }
@@ -969,7 +983,9 @@ public final class GatewayRuntime: Sendable {
     public func execute(_ command: GatewayCommand, on address: BluetoothAddress) async -> GatewayCommandReply {
         logger.info("command \(command.action.rawValue)\(command.name.map { " \($0)" } ?? "") for \(address)")
         var reply: GatewayCommandReply
-        if command.action == .command {
+        if command.action.isFirmware {
+            reply = await runFirmware(command, on: address)
+        } else if command.action == .command {
             switch profileWrite(command, on: address) {
             case let .success(write):
                 reply = await executor.execute(write, on: address)

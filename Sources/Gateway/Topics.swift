@@ -86,6 +86,8 @@ public struct GatewayTopics: Sendable, Equatable {
     public func availability(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/status" }
     public func command(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/command" }
     public func reply(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/reply" }
+    /// Firmware and provisioning work on the device (retained JSON; docs/FIRMWARE.md).
+    public func firmware(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/firmware" }
 
     /// `<discovery>/<component>/<node_id>/<object_id>/config`.
     public func discoveryConfig(component: String, nodeID: String, objectID: String) -> String {
