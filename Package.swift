@@ -182,6 +182,6 @@ let package = Package(
             "Vocabulary", "Capture", "BlueZSimulator", "ScenarioFormat", "BlueZ", "BLEParsing", "DBus", "Domain", "Presenters", "TestSupport", "Locking",
         ]),
         .testTarget(name: "TerminalUITests", dependencies: ["TerminalUI"]),
-        .testTarget(name: "DashboardTests", dependencies: ["Vocabulary", "Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus", "Locking"], exclude: ["Snapshots"]),
+        .testTarget(name: "DashboardTests", dependencies: ["Vocabulary", "Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus", "Locking", "TestSupport"], exclude: ["Snapshots"]),
     ]
 )

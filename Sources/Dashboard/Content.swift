@@ -27,6 +27,7 @@ public enum DashboardContent {
         case .deviceDetail, .pairing: DeviceDetailWidget(view: view).draw(in: layout.body, &b)
         case .eventLog: EventLogWidget(view: view).draw(in: layout.body, &b)
         case .adapters: AdaptersWidget(view: view).draw(in: layout.body, &b)
+        case .firmware: FirmwareWidget(view: view).draw(in: layout.body, &b)
         }
         if case .pairing = view.screen, let p = view.pairing { PairingDialog(state: p, view: view).draw(in: layout.screen, &b) }
         if view.detail?.confirming == .forget, case .deviceDetail = view.screen { ForgetDialog(view: view).draw(in: layout.screen, &b) }

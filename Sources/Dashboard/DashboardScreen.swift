@@ -14,12 +14,15 @@ public struct DashboardEnvironment: Sendable {
     public var pairing: any PairingService
     public var adapters: any AdapterRepository
     public var log: EventLog
+    /// Firmware updates and provisioning (the firmware screen); nil: the screen says it is not available.
+    public var firmware: (any FirmwareService)?
     public var now: @Sendable () -> Date
     public var sleeper: any Sleeper
 
     public init(devices: any DeviceRepository, control: any DeviceControl, history: (any ReadingHistory)?, watchList: (any WatchList)?,
-                pairing: any PairingService, adapters: any AdapterRepository, log: EventLog,
+                pairing: any PairingService, adapters: any AdapterRepository, log: EventLog, firmware: (any FirmwareService)? = nil,
                 now: @escaping @Sendable () -> Date = { Date() }, sleeper: any Sleeper = TaskSleeper()) {
+        self.firmware = firmware
         self.devices = devices
         self.control = control
         self.history = history
@@ -38,6 +41,7 @@ public enum DashboardEvent: Sendable {
     case list(DeviceListPresenter.State)
     case detail(DeviceID, DeviceDetailPresenter.State)
     case pairing(DeviceID, PairingPresenter.State)
+    case firmware(DeviceID, FirmwarePresenter.State)
     case log(EventLogPresenter.State)
     case adapters(AdaptersPresenter.State)
     case navigation([Screen])
@@ -72,8 +76,10 @@ public final class DashboardScreen {
     let adapters: AdaptersPresenter
     private(set) var detail: DeviceDetailPresenter?
     private(set) var pairing: PairingPresenter?
+    private(set) var firmware: FirmwarePresenter?
     private var detailFeed: Task<Void, Never>?
     private var pairingFeed: Task<Void, Never>?
+    private var firmwareFeed: Task<Void, Never>?
     private var feeds: [Task<Void, Never>] = []
     private let events: AsyncStream<DashboardEvent>
     private let sink: AsyncStream<DashboardEvent>.Continuation
@@ -103,6 +109,7 @@ public final class DashboardScreen {
         for f in feeds { f.cancel() }
         detailFeed?.cancel()
         pairingFeed?.cancel()
+        firmwareFeed?.cancel()
         scheduledTick?.cancel()
         sink.finish()
     }
@@ -150,6 +157,17 @@ public final class DashboardScreen {
         case let .pairing(id, s):
             guard pairing != nil, view.pairing?.device == id || view.pairing == nil else { return }
             view.pairing = s
+        case let .firmware(id, s):
+            guard firmware != nil, view.firmware?.device == id || view.firmware == nil else { return }
+            if s.job != view.firmware?.job {
+                switch s.job {
+                case let .finished(text): notice(text, level: .info)
+                case let .failed(text): failure(text)
+                case let .cancelled(at, total): notice("Upload stopped at \(at) of \(total) bytes; the running image is untouched, and uploading again resumes.", level: .info)
+                default: break
+                }
+            }
+            view.firmware = s
         case let .log(s):
             view.log = s
             view.logCursor = min(view.logCursor, max(0, (s.entries.value?.count ?? 1) - 1))
@@ -243,6 +261,14 @@ public final class DashboardScreen {
             pairing = nil
             view.pairing = nil
         }
+        if case let .firmware(id) = top {
+            if firmware == nil || view.firmware?.device != id { openFirmware(id) }
+        } else if firmware != nil {
+            // The presenter goes with the screen; an upload under way stops (the device keeps what it has; uploading again resumes).
+            firmwareFeed?.cancel()
+            firmware = nil
+            view.firmware = nil
+        }
         view.help = false
         view.input = nil
     }
@@ -267,6 +293,17 @@ public final class DashboardScreen {
         let sink = self.sink, states = presenter.states()
         pairingFeed = Task { for await s in states { sink.yield(.pairing(id, s)) } }
         presenter.send(.pairRequested)
+    }
+
+    private func openFirmware(_ id: DeviceID) {
+        firmwareFeed?.cancel()
+        guard let service = environment.firmware else { return }
+        let presenter = FirmwarePresenter(device: id, service: service, navigator: navigator)
+        firmware = presenter
+        view.firmware = presenter.state
+        let sink = self.sink, states = presenter.states()
+        firmwareFeed = Task { for await s in states { sink.yield(.firmware(id, s)) } }
+        presenter.send(.refreshRequested)
     }
 
     private func clampListCursor() {
@@ -329,6 +366,7 @@ public final class DashboardScreen {
         case .deviceDetail: detailCommand(command)
         case .eventLog: logCommand(command)
         case .adapters: adaptersCommand(command)
+        case .firmware: firmwareCommand(command)
         }
     }
 
@@ -411,6 +449,12 @@ public final class DashboardScreen {
             } else {
                 view.input = InputLine(purpose: .profileCommand)
             }
+        case .firmware:
+            if environment.firmware == nil {
+                notice("Firmware updates are not available here.", level: .info)
+            } else {
+                detail.send(.firmwareRequested)
+            }
         case .nextHistorySeries:
             let count = state.history.value?.count ?? 0
             view.historySeries = count > 0 ? (view.historySeries + 1) % count : 0
@@ -420,6 +464,35 @@ public final class DashboardScreen {
             detail.send(.historyWindowChanged(next))
         default: break
         }
+    }
+
+    private func firmwareCommand(_ command: Command) {
+        guard let firmware else {
+            if command == .back { navigator.pop() }
+            return
+        }
+        switch command {
+        case .back: firmware.send(.closed)
+        case .chooseImage: view.input = InputLine(purpose: .firmwareImage, text: view.firmware?.image.map { _ in "" } ?? "")
+        case .upload: firmware.send(.uploadRequested(mark: .none, reset: false))
+        case .uploadTestReset: firmware.send(.uploadRequested(mark: .test, reset: true))
+        case .testImage: firmware.send(.testRequested(hash: nil))
+        case .confirmImage: firmware.send(.confirmRequested(hash: nil))
+        case .resetDevice: firmware.send(.resetRequested)
+        case .cancelUpload: firmware.send(.cancelRequested)
+        case .refresh: firmware.send(.refreshRequested)
+        case .provisionWiFi: view.input = InputLine(purpose: .wifiSSID)
+        default: break
+        }
+    }
+
+    /// The image file the user typed: read here (the front end's I/O), judged by the presenter.
+    static func readImage(_ path: String) -> (name: String, bytes: [UInt8])? {
+        let expanded = path.hasPrefix("~/") ? NSString(string: path).expandingTildeInPath : path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: expanded),
+              let size = attributes[.size] as? NSNumber, size.intValue <= 16 << 20,
+              let data = FileManager.default.contents(atPath: expanded) else { return nil }
+        return (URL(fileURLWithPath: expanded).lastPathComponent, [UInt8](data))
     }
 
     private func pairingCommand(_ command: Command) {
@@ -499,14 +572,15 @@ public final class DashboardScreen {
         case .ctrl("u"): input.text = ""
         case .enter:
             submit(input)
-            view.input = nil
+            view.input = pendingInput
+            pendingInput = nil
             return
         case .escape:
             // Cancelling a search clears it; cancelling a write writes nothing.
             switch input.purpose {
             case .searchDevices: list.send(.filterTextChanged(""))
             case .searchLog: eventLog.send(.textFilterChanged(""))
-            case .write, .profileCommand: break
+            case .write, .profileCommand, .firmwareImage, .wifiSSID, .wifiPassword: break
             }
             view.input = nil
             return
@@ -531,7 +605,7 @@ public final class DashboardScreen {
         switch input.purpose {
         case .searchDevices: list.send(.filterTextChanged(input.text))
         case .searchLog: eventLog.send(.textFilterChanged(input.text))
-        case .write, .profileCommand: break
+        case .write, .profileCommand, .firmwareImage, .wifiSSID, .wifiPassword: break
         }
     }
 
@@ -540,6 +614,21 @@ public final class DashboardScreen {
         case .searchDevices, .searchLog: break
         case let .write(id, withoutResponse): detail?.send(.writeRequested(id, hex: input.text, withoutResponse: withoutResponse))
         case .profileCommand: detail?.send(.profileCommandRequested(input.text))
+        case .firmwareImage:
+            let path = input.text.trimmingCharacters(in: .whitespaces)
+            guard !path.isEmpty else { return }
+            if let (name, bytes) = Self.readImage(path) {
+                firmware?.send(.imageChosen(name: name, bytes: bytes))
+            } else {
+                failure("cannot read \(path) (a file of at most 16 MiB)")
+            }
+        case .wifiSSID:
+            let ssid = input.text
+            guard !ssid.isEmpty else { return }
+            // The password next, in a field of its own (shown as bullets).
+            pendingInput = InputLine(purpose: .wifiPassword(ssid: ssid))
+        case let .wifiPassword(ssid):
+            firmware?.send(.provisionRequested(ssid: ssid, password: Array(input.text.utf8)))
         }
     }
 
@@ -566,6 +655,9 @@ public final class DashboardScreen {
     /// that changes nothing in the rows shown, their count or the list's
     /// settings (a flood of advertisements mostly moves rows off screen).
     public var needsDraw = true
+
+    /// A text field that opens when the one being submitted closes (the Wi-Fi password after the SSID).
+    private var pendingInput: InputLine?
 
     /// Where the row of `id` is: it usually moved only a little, so the
     /// search starts at `near` and goes outwards (O(distance), not O(rows)).

@@ -25,6 +25,10 @@ public struct InputLine: Sendable, Equatable {
         case write(GATTAttributeID, withoutResponse: Bool)
         /// A profile command: its name and ARG=VALUE words.
         case profileCommand
+        /// The firmware screen: an image file's path; a network name; its password (shown masked).
+        case firmwareImage
+        case wifiSSID
+        case wifiPassword(ssid: String)
     }
     public var purpose: Purpose
     public var text: String
@@ -37,7 +41,16 @@ public struct InputLine: Sendable, Equatable {
         case .searchDevices, .searchLog: return "/"
         case .write: return "write hex: "
         case .profileCommand: return "command: "
+        case .firmwareImage: return "image file: "
+        case .wifiSSID: return "Wi-Fi network (SSID): "
+        case let .wifiPassword(ssid): return "password for \(ssid): "
         }
+    }
+
+    /// What the line shows: a password as bullets.
+    public var shown: String {
+        if case .wifiPassword = purpose { return String(repeating: "•", count: text.count) }
+        return text
     }
 }
 
@@ -57,6 +70,7 @@ public struct DashboardView: Sendable, Equatable {
     /// Which history series the sparkline shows (index into the loaded series).
     public var historySeries = 0
     public var pairing: PairingPresenter.State?
+    public var firmware: FirmwarePresenter.State?
     public var log = EventLogPresenter.State()
     public var logCursor = 0
     public var adapters = AdaptersPresenter.State()
@@ -87,6 +101,7 @@ public struct DashboardView: Sendable, Equatable {
         case .pairing: return .pairing
         case .eventLog: return .eventLog
         case .adapters: return .adapters
+        case .firmware: return .firmware
         }
     }
 

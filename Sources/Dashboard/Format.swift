@@ -118,6 +118,13 @@ public enum Format {
     /// "180d" for SIG base UUIDs, else the full UUID.
     public static func shortUUID(_ uuid: String) -> String { BluetoothUUID.short(uuid) }
 
+    /// A size for people: "812 B", "256.0 KiB", "1.2 MiB".
+    public static func bytes(_ n: Int) -> String {
+        if n < 1024 { return "\(n) B" }
+        if n < 1 << 20 { return String(format: "%.1f KiB", Double(n) / 1024) }
+        return String(format: "%.1f MiB", Double(n) / 1_048_576)
+    }
+
     /// "14:03:07" in `timeZone`.
     public static func clock(_ date: Date, timeZone: TimeZone) -> String {
         var calendar = Calendar(identifier: .gregorian)

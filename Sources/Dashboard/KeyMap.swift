@@ -8,6 +8,7 @@ public enum KeyContext: Sendable, Hashable {
     case pairing
     case eventLog
     case adapters
+    case firmware
     /// A text field is open (search, hex value, passkey): keys are typed.
     case input
     case help
@@ -29,6 +30,8 @@ public enum Command: Sendable, Hashable {
     case cycleSeverity, toggleFollow, clearLog
     // Adapters
     case togglePower, toggleDiscoverable, togglePairable, cycleTransport
+    // Firmware (from the device screen)
+    case firmware, chooseImage, upload, uploadTestReset, testImage, confirmImage, resetDevice, cancelUpload, refresh, provisionWiFi
 }
 
 public struct Binding: Sendable, Hashable {
@@ -84,6 +87,7 @@ public enum KeyMap {
                 Binding(keys: [.character("w")], keyLabel: "w", description: "write hex to characteristic", command: .write),
                 Binding(keys: [.character("n")], keyLabel: "n", description: "notifications on/off", command: .toggleNotify),
                 Binding(keys: [.character("m")], keyLabel: "m", description: "run a command of the device's profile", command: .profileCommand),
+                Binding(keys: [.character("F")], keyLabel: "F", description: "firmware and Wi-Fi provisioning", command: .firmware),
                 Binding(keys: [.character("]")], keyLabel: "]", description: "next reading in the sparkline", command: .nextHistorySeries),
                 Binding(keys: [.character("H")], keyLabel: "H", description: "history: 1 h, 24 h, 7 d", command: .nextHistoryWindow),
             ] + common
@@ -114,6 +118,19 @@ public enum KeyMap {
                 Binding(keys: [.character("T")], keyLabel: "T", description: "filter transport: LE, BR/EDR, auto", command: .cycleTransport),
                 Binding(keys: [.character("+")], keyLabel: "+", description: "raise filter RSSI 5 dB", command: .raiseRSSIThreshold),
                 Binding(keys: [.character("-")], keyLabel: "-", description: "lower filter RSSI 5 dB", command: .lowerRSSIThreshold),
+            ] + common
+        case .firmware:
+            return [
+                back,
+                Binding(keys: [.character("o")], keyLabel: "o", description: "choose an image file", command: .chooseImage),
+                Binding(keys: [.character("u")], keyLabel: "u", description: "upload the image", command: .upload),
+                Binding(keys: [.character("U")], keyLabel: "U", description: "upload, test and reset", command: .uploadTestReset),
+                Binding(keys: [.character("t")], keyLabel: "t", description: "test the uploaded image on the next reset", command: .testImage),
+                Binding(keys: [.character("c")], keyLabel: "c", description: "confirm the running image", command: .confirmImage),
+                Binding(keys: [.character("R")], keyLabel: "R", description: "reset the device", command: .resetDevice),
+                Binding(keys: [.character("x")], keyLabel: "x", description: "cancel the upload", command: .cancelUpload),
+                Binding(keys: [.character("r")], keyLabel: "r", description: "read the slots again", command: .refresh),
+                Binding(keys: [.character("w")], keyLabel: "w", description: "Wi-Fi credentials (Improv)", command: .provisionWiFi),
             ] + common
         case .confirm:
             return [

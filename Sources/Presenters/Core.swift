@@ -58,6 +58,8 @@ public enum Screen: Sendable, Equatable, Hashable {
     case pairing(DeviceID)
     case eventLog
     case adapters
+    /// The device's firmware (MCUboot slots, upload) and Wi-Fi provisioning.
+    case firmware(DeviceID)
 }
 
 /// The back stack. Front ends observe it; presenters push and pop.

@@ -84,6 +84,8 @@ public final class DeviceDetailPresenter: Presenter {
         case historyWindowChanged(TimeInterval)
         case errorDismissed
         case backRequested
+        /// The firmware screen (slots, upload, provisioning).
+        case firmwareRequested
         // Sent by the presenter itself:
         case detailsChanged(DeviceDetailSnapshot)
         case historyRevisionChanged(UInt64)
@@ -147,6 +149,8 @@ public final class DeviceDetailPresenter: Presenter {
         case .pairRequested:
             guard store.state.device.value != nil else { return }
             navigator.push(.pairing(id))
+        case .firmwareRequested:
+            navigator.push(.firmware(id))
         case .forgetRequested:
             guard store.state.device.value != nil else { return }
             store.update { $0.confirming = .forget }

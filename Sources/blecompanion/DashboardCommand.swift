@@ -91,7 +91,7 @@ struct DashboardServices {
                      log.feed(from: liveness)]
         if !client.mirror.snapshot().available { log.append(.bluetoothdVanished) }
         let environment = DashboardEnvironment(devices: devices, control: control, history: database, watchList: watches,
-                                               pairing: pairing, adapters: adapters, log: log)
+                                               pairing: pairing, adapters: adapters, log: log, firmware: BlueZFirmwareService(client: client))
         let screen = DashboardScreen(environment: environment)
         return DashboardServices(screen: screen, client: client, parts: [client, settings, database, adapters, devices, control, manager, watches,
                                                          pairing, recorder, log, liveness] + feeds)

@@ -7,6 +7,7 @@ import DBus
 import Domain
 import Presenters
 import TerminalUI
+import TestSupport
 @testable import Dashboard
 import Vocabulary
 
@@ -87,7 +88,7 @@ final class Adapters: AdapterRepository {
         let characteristic: GATTAttributeID
     }
 
-    func start() throws -> Harness {
+    func start(firmware: (any FirmwareService)? = nil) throws -> Harness {
         let device = DeviceID(adapter: hci0, address: try BluetoothAddress("A4:C1:38:00:00:02"))
         let other = DeviceID(adapter: hci0, address: try BluetoothAddress("C0:FE:00:00:00:01"))
         let list = ListRepository(DeviceListSnapshot(availability: .available, devices: [
@@ -112,7 +113,7 @@ final class Adapters: AdapterRepository {
         let log = EventLog()
         let adapters = Adapters(AdapterListSnapshot(bluetoothdAvailable: true))
         let env = DashboardEnvironment(devices: list, control: control, history: nil, watchList: nil, pairing: pairing,
-                                       adapters: adapters, log: log)
+                                       adapters: adapters, log: log, firmware: firmware)
         return Harness(screen: DashboardScreen(environment: env), list: list, control: control, pairing: pairing, log: log,
                        device: device, characteristic: c)
     }
@@ -143,6 +144,53 @@ final class Adapters: AdapterRepository {
 
     func press(_ screen: DashboardScreen, _ keys: Key...) {
         for k in keys { screen.apply(.terminal(.key(k))) }
+    }
+
+    /// F on the device screen opens its firmware screen: the slots, an image
+    /// typed as a path, U uploads, tests and resets with a progress bar, w asks
+    /// for Wi-Fi credentials (the password shown as bullets), Esc goes back.
+    @Test func firmwareScreenUploadAndProvision() async throws {
+        let service = FakeFirmwareService(stepDelay: .milliseconds(5))
+        let h = try start(firmware: service)
+        let screen = h.screen
+        #expect(await settle(screen) { $0.list.devices.value?.count == 2 })
+        press(screen, .enter)
+        #expect(await settle(screen) { $0.screen == .deviceDetail(h.device) })
+        press(screen, .character("F"))
+        #expect(await settle(screen) { $0.screen == .firmware(h.device) && $0.firmware?.slots.value?.count == 1 })
+        var text = DashboardContent.render(screen.view, width: 100, height: 30).text
+        #expect(text.contains("slot 0  1.0.0  active confirmed") && text.contains("o to choose a file"), "\(text)")
+
+        let image = MCUbootTestImage.make(size: 30_000, version: (2, 0, 0, 0))
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("dash-\(UUID().uuidString).bin")
+        try Data(image.bytes).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        press(screen, .character("o"))
+        #expect(screen.view.context == .input)
+        screen.apply(.terminal(.paste(file.path)))
+        press(screen, .enter)
+        #expect(await settle(screen) { $0.firmware?.image?.version == "2.0.0" })
+        press(screen, .character("U"))
+        #expect(await settle(screen) { if case .uploading = $0.firmware?.job { return true }; return false })
+        text = DashboardContent.render(screen.view, width: 100, height: 30).text
+        #expect(text.contains("KiB/s") && text.contains("░") || text.contains("█"), "a progress bar: \(text)")
+        #expect(await settle(screen) { $0.notices.last?.text.contains("boots once on the next reset") == true }, "\(screen.view.notices)")
+        #expect(service.memory.withLock { $0.calls }.suffix(3) == ["upload 30072", "mark \(Hex.string(image.hash)) false", "reset"])
+
+        // Wi-Fi: the SSID, then the password as bullets.
+        press(screen, .character("w"))
+        screen.apply(.terminal(.paste("HomeNet")))
+        press(screen, .enter)
+        #expect(screen.view.input?.purpose == .wifiPassword(ssid: "HomeNet"))
+        screen.apply(.terminal(.paste("right")))
+        text = DashboardContent.render(screen.view, width: 100, height: 30).text
+        #expect(text.contains("password for HomeNet: •••••") && !text.contains("right"), "\(text)")
+        press(screen, .enter)
+        #expect(await settle(screen) { $0.notices.last?.text.contains("http://10.0.0.9/") == true }, "\(screen.view.notices)")
+        #expect(service.memory.withLock { $0.passwords } == [Array("right".utf8)])
+
+        press(screen, .escape)
+        #expect(await settle(screen) { $0.screen == .deviceDetail(h.device) && $0.firmware == nil })
     }
 
     @Test func scanSearchOpenConnectReadAndBack() async throws {

@@ -8,58 +8,6 @@ import Testing
 import TestSupport
 import Vocabulary
 
-/// A firmware service that answers as a device would, from memory: an
-/// upload reports progress in steps and waits between them (so a test can
-/// cancel it), marks and resets change the slots. What it was asked is kept.
-final class FakeFirmwareService: FirmwareService {
-    struct Memory {
-        var slots = [FirmwareSlot(slot: 0, version: "1.0.0", hash: [1], confirmed: true, active: true)]
-        var calls: [String] = []
-        var passwords: [[UInt8]] = []
-        var failUpload: DomainError?
-    }
-    let memory = Lock(Memory())
-    let stepDelay: Duration
-
-    init(stepDelay: Duration = .milliseconds(1)) { self.stepDelay = stepDelay }
-
-    func slots(of device: DeviceID) async throws(DomainError) -> [FirmwareSlot] {
-        memory.withLock { $0.calls.append("slots"); return $0.slots }
-    }
-
-    func upload(_ image: [UInt8], to device: DeviceID, options: FirmwareUpload.Options,
-                progress: @escaping @Sendable (UploadProgress) -> Void) async throws(DomainError) -> UploadOutcome {
-        memory.withLock { $0.calls.append("upload \(image.count)") }
-        if let e = memory.withLock({ $0.failUpload }) { throw e }
-        var sent = 0
-        while sent < image.count {
-            if Task.isCancelled { throw DomainError("the upload was stopped at byte \(sent) of \(image.count)") }
-            sent = min(image.count, sent + 1000)
-            progress(UploadProgress(acknowledged: sent, total: image.count, elapsed: 0.1, bytesPerSecond: 10_000))
-            try? await Task.sleep(for: stepDelay)
-        }
-        let hash = (try? McubootImage.parse(image))?.hash ?? []
-        memory.withLock { $0.slots = [$0.slots[0], FirmwareSlot(slot: 1, version: "2.0.0", hash: hash)] }
-        return UploadOutcome(bytes: image.count, seconds: 0.5, window: 4)
-    }
-
-    func mark(_ hash: [UInt8]?, confirm: Bool, on device: DeviceID) async throws(DomainError) -> [FirmwareSlot] {
-        memory.withLock { m in
-            m.calls.append("mark \(hash.map { Hex.string($0) } ?? "running") \(confirm)")
-            for i in m.slots.indices where m.slots[i].hash == hash { m.slots[i].pending = true; m.slots[i].permanent = confirm }
-            return m.slots
-        }
-    }
-
-    func reset(_ device: DeviceID) async throws(DomainError) { memory.withLock { $0.calls.append("reset") } }
-
-    func provision(_ device: DeviceID, ssid: [UInt8], password: [UInt8]) async throws(DomainError) -> ImprovProvisioning.Outcome {
-        memory.withLock { $0.calls.append("provision \(String(decoding: ssid, as: UTF8.self))"); $0.passwords.append(password) }
-        guard password == Array("right".utf8) else { throw DomainError("the device could not be provisioned: unable to connect to the network") }
-        return ImprovProvisioning.Outcome(url: "http://10.0.0.9/", states: [.authorized, .provisioning, .provisioned])
-    }
-}
-
 @Suite(.timeLimit(.minutes(1))) struct FirmwarePresenterTests {
     let device = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: BluetoothAddress(value: 0xD05EED000001))
 

@@ -55,6 +55,7 @@ struct HeaderBar: Widget {
         case .deviceDetail, .pairing: screenName = "Device"
         case .eventLog: screenName = "Event log"
         case .adapters: screenName = "Adapters"
+        case .firmware: screenName = "Firmware"
         }
         let label = " \(screenName) "
         let w = TextWidth.of(label)
@@ -72,7 +73,7 @@ struct StatusLine: Widget {
         let y = area.y
         if let input = view.input {
             let x = b.put(input.prompt, x: area.x, y: y, style: Theme.key)
-            let end = b.put(input.text, x: x, y: y, width: area.maxX - x - 1)
+            let end = b.put(input.shown, x: x, y: y, width: area.maxX - x - 1)
             b.put("▏", x: end, y: y, style: Theme.key)
             return
         }
@@ -97,6 +98,7 @@ struct KeyFooter: Widget {
         case .pairing: wanted = [.accept, .reject, .back]
         case .eventLog: wanted = [.search, .cycleSeverity, .toggleFollow, .clearLog, .open, .back, .help]
         case .adapters: wanted = [.togglePower, .toggleScan, .toggleDiscoverable, .togglePairable, .cycleTransport, .back, .help]
+        case .firmware: wanted = [.chooseImage, .upload, .uploadTestReset, .confirmImage, .resetDevice, .cancelUpload, .provisionWiFi, .back, .help]
         case .input: wanted = [.accept, .reject]
         case .help: wanted = [.back]
         case .confirm: wanted = [.accept, .reject]
@@ -139,6 +141,13 @@ struct KeyFooter: Widget {
         case .toggleDiscoverable: return "discoverable"
         case .togglePairable: return "pairable"
         case .cycleTransport: return "transport"
+        case .chooseImage: return "image"
+        case .upload: return "upload"
+        case .uploadTestReset: return "upload+test"
+        case .confirmImage: return "confirm"
+        case .resetDevice: return "reset"
+        case .cancelUpload: return "cancel"
+        case .provisionWiFi: return "Wi-Fi"
         default: return b.description
         }
     }

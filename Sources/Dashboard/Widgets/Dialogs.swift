@@ -109,6 +109,7 @@ struct HelpOverlay: Widget {
         case .pairing: return "pairing"
         case .eventLog: return "event log"
         case .adapters: return "adapters"
+        case .firmware: return "firmware"
         case .input: return "text field"
         case .help: return "help"
         case .confirm: return "confirmation"
