@@ -14,7 +14,7 @@ import Vocabulary
 /// client against the simulator's mcumgr server (fixtures/scenarios/
 /// test-firmware.json) on a private dbus-daemon: the whole update — upload,
 /// test, reset into the new image, confirm — and what goes wrong on the way.
-@Suite(.timeLimit(.minutes(2))) struct FirmwareUpdateIntegrationTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct FirmwareUpdateIntegrationTests {
     static let adapter = AdapterID(path: "/org/bluez/hci0")
     static func device(_ n: Int) -> DeviceID {
         DeviceID(adapter: adapter, address: (try? BluetoothAddress("D0:5E:ED:00:00:0\(n)")) ?? BluetoothAddress(value: 0))
