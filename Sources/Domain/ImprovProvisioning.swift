@@ -142,10 +142,15 @@ public enum ImprovProvisioning {
             throw DomainError("cannot start Improv notifications: \(error.description)", cause: error)
         }
         var states: [Improv.State] = []
+        // A read shows up as a change too: only real changes count.
+        func note(_ s: Improv.State) {
+            guard s != states.last else { return }
+            states.append(s)
+            onState(s)
+        }
         do throws(DomainError) {
             let info = try await read(client, chars)
-            states.append(info.state)
-            onState(info.state)
+            note(info.state)
             // As Home Assistant's client: a device provisioning or provisioned takes no credentials.
             if info.state == .provisioned || info.state == .provisioning {
                 throw DomainError("the device is \(info.state.name) already; it takes new credentials once it is back in its provisioning mode")
@@ -155,11 +160,7 @@ public enum ImprovProvisioning {
                 loop: for await event in stream {
                     switch event {
                     case let .state(s):
-                        // A read shows up as a change too: only real changes count.
-                        if s != states.last {
-                            states.append(s)
-                            onState(s)
-                        }
+                        note(s)
                         if s == .authorized { break loop }
                     case .timeout(phase):
                         throw DomainError("the device still wants authorization after \(SMPSession.seconds(authorization)) s: press its button "
@@ -179,10 +180,7 @@ public enum ImprovProvisioning {
             loop: for await event in stream {
                 switch event {
                 case let .state(s):
-                    if s != states.last {
-                        states.append(s)
-                        onState(s)
-                    }
+                    note(s)
                     if s == .provisioned { provisioned = true }
                     if provisioned && answered { break loop }
                 case let .result(rpc) where rpc.command == Improv.Command.wifiSettings.rawValue:

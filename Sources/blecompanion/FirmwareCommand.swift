@@ -33,16 +33,7 @@ struct FirmwareInfoCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        guard let data = FileManager.default.contents(atPath: file) else {
-            printError("Error: cannot read \(file)")
-            throw ExitCode(66)
-        }
-        let bytes = [UInt8](data)
-        let image: McubootImage
-        do { image = try McubootImage.parse(bytes) } catch {
-            printError("Error: \(file): \(error.description)")
-            throw ExitCode(65)
-        }
+        let (bytes, image) = try loadImage(file)
         let matches = image.hashMatches(bytes)
         if json {
             print(Self.json(image, file: file, hashMatches: matches))
@@ -55,6 +46,20 @@ struct FirmwareInfoCommand: ParsableCommand {
         }
     }
 
+}
+
+/// An image file's bytes and header: exit 66 when it cannot be read, 65
+/// when it is not an MCUboot image (the reason on standard error).
+func loadImage(_ file: String) throws -> ([UInt8], McubootImage) {
+    guard let data = FileManager.default.contents(atPath: file) else {
+        printError("Error: cannot read \(file)")
+        throw ExitCode(66)
+    }
+    let bytes = [UInt8](data)
+    do throws(DecodeError) { return (bytes, try McubootImage.parse(bytes)) } catch {
+        printError("Error: \(file): \(error.description)")
+        throw ExitCode(65)
+    }
 }
 
 extension FirmwareInfoCommand {

@@ -284,16 +284,7 @@ struct FirmwareUploadCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        guard let data = FileManager.default.contents(atPath: file) else {
-            printError("Error: cannot read \(file)")
-            throw ExitCode(66)
-        }
-        let bytes = [UInt8](data)
-        let image: McubootImage
-        do { image = try McubootImage.parse(bytes) } catch {
-            printError("Error: \(file): \(error.description)")
-            throw ExitCode(65)
-        }
+        let (bytes, image) = try loadImage(file)
         if image.hashMatches(bytes) == false {
             printError("Error: \(file): the image's hash does not match its contents (corrupt, or changed after signing)")
             throw ExitCode(65)
