@@ -124,11 +124,10 @@ extension GatewayRuntime {
         }
         /// Sends `action` and waits for the job it starts to end.
         func finished(_ action: FirmwarePresenter.Action, within limit: Duration) async -> String? {
-            let before = presenter.state.job
+            let before = presenter.state.jobsStarted
             presenter.send(action)
-            let end = await firstElement(of: presenter.states(), within: limit) { s in
-                s.job != before && !s.job.isRunning
-            }
+            // This command's job (counted; a refusal counts as one) once it has ended.
+            let end = await firstElement(of: presenter.states(), within: limit) { s in s.jobsStarted > before && !s.job.isRunning }
             switch end?.job {
             case let .failed(text)?: return text
             case nil: return "no end within \(limit) (the work goes on; see the firmware topic)"
@@ -147,10 +146,11 @@ extension GatewayRuntime {
                 reply.error = problem
                 return reply
             }
+            let before = presenter.state.jobsStarted
             presenter.send(.imageChosen(name: "image", bytes: bytes))
             presenter.send(.uploadRequested(mark: FirmwarePresenter.Mark(rawValue: command.mark ?? "none") ?? .none, reset: command.reset))
-            let started = await firstElement(of: presenter.states(), within: .seconds(5)) { $0.job.isRunning || $0.job != .idle }
-            if case let .failed(text)? = started?.job { reply.error = text }
+            let started = await firstElement(of: presenter.states(), within: .seconds(5)) { $0.jobsStarted > before }
+            if started == nil { reply.error = "the upload did not start within 5 s" }
         case .firmwareCancel:
             presenter.send(.cancelRequested)
         case .firmwareTest:

@@ -52,6 +52,9 @@ public final class FirmwarePresenter: Presenter {
         public var job: Job = .idle
         /// The last finished upload (rate, resume, reconnections).
         public var lastUpload: UploadOutcome?
+        /// Jobs started so far (a request refused at once counts too): tells one job's end from
+        /// the last one's, even when both say the same.
+        public var jobsStarted = 0
         public init(device: DeviceID) { self.device = device }
     }
 
@@ -127,11 +130,13 @@ public final class FirmwarePresenter: Presenter {
             let bytes = imageBytes.withLock { $0 }
             guard !bytes.isEmpty, let image = store.state.image else {
                 let why = store.state.imageProblem ?? "choose an image first"
-                store.update { $0.job = .failed(why) }
+                refuse(why)
                 return
             }
-            store.update { $0.job = .uploading(UploadProgress(acknowledged: 0, total: bytes.count, elapsed: 0, bytesPerSecond: 0,
-                                                               resumedFrom: nil, reconnects: 0)) }
+            store.update {
+                $0.job = .uploading(UploadProgress(acknowledged: 0, total: bytes.count))
+                $0.jobsStarted += 1
+            }
             start {
                 do throws(DomainError) {
                     let outcome = try await service.upload(bytes, to: device, options: FirmwareUpload.Options()) { p in
@@ -167,7 +172,7 @@ public final class FirmwarePresenter: Presenter {
                 target = slots.first { !$0.active && $0.slot != 0 }?.hash
             }
             guard let target else {
-                store.update { $0.job = .failed("nothing to test: the secondary slot is empty (upload an image first)") }
+                refuse("nothing to test: the secondary slot is empty (upload an image first)")
                 return
             }
             mark(target, confirm: false)
@@ -176,7 +181,10 @@ public final class FirmwarePresenter: Presenter {
             mark(hash, confirm: true)
         case .resetRequested:
             guard !store.state.job.isRunning else { return }
-            store.update { $0.job = .resetting }
+            store.update {
+                $0.job = .resetting
+                $0.jobsStarted += 1
+            }
             start {
                 do throws(DomainError) {
                     try await service.reset(device)
@@ -188,10 +196,13 @@ public final class FirmwarePresenter: Presenter {
         case let .provisionRequested(ssid, password):
             guard !store.state.job.isRunning else { return }
             guard (1...32).contains(ssid.utf8.count) else {
-                store.update { $0.job = .failed("an SSID has 1 to 32 bytes") }
+                refuse("an SSID has 1 to 32 bytes")
                 return
             }
-            store.update { $0.job = .provisioning }
+            store.update {
+                $0.job = .provisioning
+                $0.jobsStarted += 1
+            }
             start {
                 do throws(DomainError) {
                     let outcome = try await service.provision(device, ssid: Array(ssid.utf8), password: password)
@@ -219,9 +230,20 @@ public final class FirmwarePresenter: Presenter {
         }
     }
 
+    /// A request refused before any work: a job that failed at once (counted, so whoever waits for its end sees it).
+    private func refuse(_ why: String) {
+        store.update {
+            $0.job = .failed(why)
+            $0.jobsStarted += 1
+        }
+    }
+
     private func mark(_ hash: [UInt8]?, confirm: Bool) {
         let device = store.state.device, service = self.service, runtime = self.runtime
-        store.update { $0.job = .marking }
+        store.update {
+            $0.job = .marking
+            $0.jobsStarted += 1
+        }
         start {
             do throws(DomainError) {
                 let slots = try await service.mark(hash, confirm: confirm, on: device)

@@ -79,6 +79,17 @@ import TestSupport
             #expect(running?["version"] as? String == "2.5.0" && running?["active"] as? Bool == true && running?["confirmed"] as? Bool == false,
                     "\(String(describing: firmware(sensor).last))")
 
+            // Confirming twice: each reply is its own command's (the second ends like the first, and is still told apart).
+            for id in ["c1", "c2"] {
+                try await watcher.publish(MQTTMessage(topic: "blecompanion/fw/\(sensor)/command", payload: Array(#"{"action":"firmware_confirm","id":"\#(id)"}"#.utf8),
+                                                      qos: .atLeastOnce, retain: false))
+                let confirmed = await inbox.wait(timeout: .seconds(30)) { all in
+                    all.contains { $0.topic == "blecompanion/fw/\(sensor)/reply" && json($0)?["id"] as? String == id }
+                }
+                let answer = confirmed.last { $0.topic == "blecompanion/fw/\(sensor)/reply" && json($0)?["id"] as? String == id }.flatMap(json)
+                #expect(answer?["ok"] as? Bool == true, "\(id): \(String(describing: answer)) \(logText())")
+            }
+
             // Provisioning over MQTT.
             let plug = "e59a00000001"
             try await watcher.publish(MQTTMessage(topic: "blecompanion/fw/\(plug)/command",
