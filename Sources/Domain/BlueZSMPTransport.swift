@@ -85,6 +85,28 @@ public final class BlueZSMPTransport: SMPTransport {
 }
 
 extension SMPSession {
+    /// Opens a session with `connect`, runs `body` on it and closes it. When
+    /// the link drops before the answer came (another client letting the
+    /// device go, a device that resets by itself), the request is made once
+    /// more on a new connection if `again` (for requests that may be repeated).
+    public static func perform<T: Sendable>(_ connect: FirmwareUpload.Connect, again: Bool = true,
+                                            _ body: (SMPSession) async throws -> T) async throws -> T {
+        var attempt = 0
+        while true {
+            let session = try await connect()
+            do {
+                let result = try await body(session)
+                await session.close()
+                return result
+            } catch {
+                let dropped = await !session.isOpen
+                await session.close()
+                attempt += 1
+                guard again, dropped, attempt < 2 else { throw error }
+            }
+        }
+    }
+
     /// An SMP session with `device` over bluetoothd: connects it (and waits
     /// for its services) when it is not connected, opens the transport and
     /// starts the session.

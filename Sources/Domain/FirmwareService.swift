@@ -49,15 +49,13 @@ public final class BlueZFirmwareService: FirmwareService {
         }
     }
 
-    private static func once<T: Sendable>(_ connect: FirmwareUpload.Connect, _ body: (SMPSession) async throws(DomainError) -> T) async throws(DomainError) -> T {
-        let session = try await connect()
-        do {
-            let r = try await body(session)
-            await session.close()
-            return r
+    /// ``SMPSession/perform(_:again:_:)`` with its error as the ``DomainError`` it is.
+    private static func once<T: Sendable>(_ connect: FirmwareUpload.Connect, again: Bool = true,
+                                          _ body: @escaping (SMPSession) async throws(DomainError) -> T) async throws(DomainError) -> T {
+        do { return try await SMPSession.perform(connect, again: again) { s in try await body(s) } } catch let e as DomainError {
+            throw e
         } catch {
-            await session.close()
-            throw error
+            throw DomainError("\(error)", cause: error)
         }
     }
 
@@ -77,7 +75,8 @@ public final class BlueZFirmwareService: FirmwareService {
     }
 
     public func reset(_ device: DeviceID) async throws(DomainError) {
-        try await withSession(device) { connect throws(DomainError) in try await Self.once(connect) { s throws(DomainError) in try await s.reset() } }
+        // Not repeated: a reset whose answer was lost may have happened.
+        try await withSession(device) { connect throws(DomainError) in try await Self.once(connect, again: false) { s throws(DomainError) in try await s.reset() } }
     }
 
     public func provision(_ device: DeviceID, ssid: [UInt8], password: [UInt8]) async throws(DomainError) -> ImprovProvisioning.Outcome {

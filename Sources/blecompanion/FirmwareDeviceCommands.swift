@@ -45,25 +45,9 @@ struct SMPOptions: ParsableArguments {
         }
     }
 
-    /// Opens a session, runs `body` on it and closes it. When the link drops
-    /// before the answer came (another client letting the device go, a
-    /// device that resets by itself), the request is made once more on a new
-    /// connection if `again` (for requests that may be repeated).
-    func perform<T>(_ connect: FirmwareUpload.Connect, again: Bool = true, _ body: (SMPSession) async throws -> T) async throws -> T {
-        var attempt = 0
-        while true {
-            let session = try await connect()
-            do {
-                let result = try await body(session)
-                await session.close()
-                return result
-            } catch {
-                let dropped = await !session.isOpen
-                await session.close()
-                attempt += 1
-                guard again, dropped, attempt < 2 else { throw error }
-            }
-        }
+    /// ``SMPSession/perform(_:again:_:)``: a request repeated once on a new connection when the link dropped.
+    func perform<T: Sendable>(_ connect: @escaping FirmwareUpload.Connect, again: Bool = true, _ body: (SMPSession) async throws -> T) async throws -> T {
+        try await SMPSession.perform(connect, again: again, body)
     }
 
     /// The device with `address`: scans for it (up to --connect-timeout) when bluetoothd does not know it.
