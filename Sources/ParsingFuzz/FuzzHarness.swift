@@ -14,7 +14,7 @@ import Vocabulary
 /// | 4 | `GATTDecoder.decode` with a presentation format | 7-byte 0x2904 value, value |
 /// | 5 | `AdvertisementDecoder.decode` (detector) with SwitchBot-style service + manufacturer data | [mac+key]? split, bytes |
 /// | 6 | text parsers: `parseHex`, `BluetoothUUID(parsing:)`, `BluetoothAddress(parsing:)`, `IdentityResolvingKey(bluetoothdInfo:)` | UTF-8 text |
-/// | 7 | strict `AdvertisingData.parse`, `PresentationFormat(bytes:)`, a profile `FieldLayout` (decode, encode, decode again), CBOR (decode, encode, decode again), SMP reassembly, `McubootImage.parse` | bytes |
+/// | 7 | strict `AdvertisingData.parse`, `PresentationFormat(bytes:)`, a profile `FieldLayout` (decode, encode, decode again), CBOR (decode, encode, decode again), SMP reassembly, `McubootImage.parse`, Improv RPC frames (parse, frame again) and service data | bytes |
 ///
 /// "mac+key" is 6 address bytes (display order) and a 16-byte bindkey.
 /// Every successful model is serialised to JSON so the writer is covered too.
@@ -116,7 +116,8 @@ enum FuzzHarness {
     }
 
     /// CBOR (what decodes re-encodes to an item that decodes the same), SMP
-    /// reassembly of the bytes cut in two, and the MCUboot image parser.
+    /// reassembly of the bytes cut in two, the MCUboot image parser, and
+    /// Improv's frames (what parses frames to the same bytes).
     static func firmwareReaders(_ bytes: [UInt8]) -> Int {
         var total = 0
         if let (item, used) = try? CBOR.decodePrefix(bytes) {
@@ -136,6 +137,12 @@ enum FuzzHarness {
             precondition(image.length <= bytes.count, "MCUboot: an image longer than its file")
             total &+= image.tlvs.count &+ (image.hashMatches(bytes) == true ? 1 : 0)
         }
+        // Improv: a frame that parses frames again to the same bytes.
+        if let rpc = try? Improv.RPC.parse(bytes) {
+            precondition(rpc.bytes == bytes, "Improv: parse then frame differs from the input (\(Hex.string(bytes)))")
+            total &+= rpc.strings.count
+        }
+        if let data = try? Improv.ServiceData.parse(bytes) { total &+= Int(data.state.rawValue) }
         return total
     }
 
