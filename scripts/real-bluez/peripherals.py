@@ -146,6 +146,105 @@ def advertising_data(state):
     return kept
 
 
+SMP_SERVICE = "8d53dc1d-1db7-4cd3-868b-8a527460aa84"
+SMP_CHARACTERISTIC = "da2e7828-fbce-4e01-ae9e-261174997c48"
+
+
+class SMPServer:
+    """A Zephyr-like mcumgr server for a scenario device with "smp": requests
+    gathered by the 8-byte header's length, answers built by the `smp`
+    package (Intercreate's SMP models, the ones smpclient uses) — a
+    third-party SMP implementation for our client on the real stack. Two
+    slots; echo, MCUmgr parameters, image state read/write, upload (the
+    device's offset answers a wrong one), erase, reset (swap a pending
+    image). Kept small: what `blecompanion fw` uses."""
+
+    def __init__(self, spec):
+        import hashlib
+        version = spec.get("version", "1.0.0")
+        self.buf_size = int(spec.get("bufferSize", 2475))
+        self.buf_count = int(spec.get("bufferCount", 4))
+        self.slots = [dict(slot=0, version=version, hash=hashlib.sha256(version.encode()).digest(),
+                           bootable=True, pending=False, confirmed=True, active=True, permanent=False)]
+        self.upload = None
+        self.inbox = b""
+        self.reset_requested = False
+
+    def feed(self, data):
+        from smp import header as smphdr
+        self.inbox += data
+        answers = []
+        while len(self.inbox) >= smphdr.Header.SIZE:
+            h = smphdr.Header.loads(self.inbox[:smphdr.Header.SIZE])
+            total = smphdr.Header.SIZE + h.length
+            if len(self.inbox) < total:
+                break
+            frame, self.inbox = self.inbox[:total], self.inbox[total:]
+            answers.append(self.answer(h, frame))
+        return answers
+
+    def state_images(self):
+        from smp import image_management as img
+        return [img.ImageState(**s) for s in self.slots if s is not None]
+
+    def answer(self, h, frame):
+        import hashlib
+        from smp import header as smphdr, image_management as img, os_management as osm
+        seq, group, command = h.sequence, h.group_id, h.command_id
+        if group == smphdr.GroupId.OS_MANAGEMENT and command == smphdr.CommandId.OSManagement.ECHO:
+            return osm.EchoWriteResponse(sequence=seq, r=osm.EchoWriteRequest.loads(frame).d).BYTES
+        if group == smphdr.GroupId.OS_MANAGEMENT and command == smphdr.CommandId.OSManagement.MCUMGR_PARAMETERS:
+            return osm.MCUMgrParametersReadResponse(sequence=seq, buf_size=self.buf_size, buf_count=self.buf_count).BYTES
+        if group == smphdr.GroupId.OS_MANAGEMENT and command == smphdr.CommandId.OSManagement.RESET:
+            self.reset_requested = True
+            return osm.ResetWriteResponse(sequence=seq).BYTES
+        if group == smphdr.GroupId.IMAGE_MANAGEMENT and command == smphdr.CommandId.ImageManagement.STATE:
+            if h.op == smphdr.OP.WRITE:
+                request = img.ImageStatesWriteRequest.loads(frame)
+                for s in self.slots:
+                    if s is not None and request.hash is not None and s["hash"] == request.hash and not s["active"]:
+                        s["pending"], s["permanent"] = True, bool(request.confirm)
+                    elif s is not None and request.hash is None and request.confirm and s["active"]:
+                        s["confirmed"] = True
+                return img.ImageStatesWriteResponse(sequence=seq, images=self.state_images()).BYTES
+            return img.ImageStatesReadResponse(sequence=seq, images=self.state_images()).BYTES
+        if group == smphdr.GroupId.IMAGE_MANAGEMENT and command == smphdr.CommandId.ImageManagement.UPLOAD:
+            request = img.ImageUploadWriteRequest.loads(frame)
+            if request.off == 0:
+                if self.upload is None or request.sha is None or self.upload["sha"] != request.sha:
+                    self.upload = {"len": request.len, "sha": request.sha, "data": b""}
+                    self.slots[1:] = []
+                elif self.upload["data"]:
+                    return img.ImageUploadWriteResponse(sequence=seq, off=len(self.upload["data"])).BYTES
+            if self.upload is None:
+                return img.ImageUploadWriteResponse(sequence=seq, off=0).BYTES
+            if request.off != len(self.upload["data"]):
+                return img.ImageUploadWriteResponse(sequence=seq, off=len(self.upload["data"])).BYTES
+            self.upload["data"] += request.data
+            done = len(self.upload["data"])
+            if done >= self.upload["len"]:
+                data = self.upload["data"]
+                self.upload = None
+                # The version from the MCUboot header (offset 20: major, minor, revision u16, build u32).
+                major, minor = data[20], data[21]
+                revision = int.from_bytes(data[22:24], "little")
+                header_size = int.from_bytes(data[8:10], "little")
+                image_size = int.from_bytes(data[12:16], "little")
+                digest = hashlib.sha256(data[:header_size + image_size]).digest()
+                self.slots.append(dict(slot=1, version=f"{major}.{minor}.{revision}", hash=digest, bootable=True,
+                                       pending=False, confirmed=False, active=False, permanent=False))
+            return img.ImageUploadWriteResponse(sequence=seq, off=done).BYTES
+        return img.ImageUploadWriteResponse(sequence=seq, off=None).BYTES
+
+    def boot(self):
+        self.reset_requested = False
+        if len(self.slots) > 1 and self.slots[1]["pending"]:
+            new, old = self.slots[1], self.slots[0]
+            new.update(slot=0, active=True, pending=False, confirmed=new["permanent"])
+            old.update(slot=1, active=False)
+            self.slots = [new, old]
+
+
 class Peripheral:
     def __init__(self, spec, link, scenario_name):
         self.spec = spec
@@ -193,7 +292,48 @@ class Peripheral:
             for c in s.get("characteristics", []):
                 characteristics.append(self.build_characteristic(c))
             services.append(Service(uuid_of(s["uuid"]), characteristics, primary=s.get("primary", True)))
+        if "smp" in self.spec:
+            services.append(self.build_smp(self.spec["smp"]))
         self.device.add_services(services)
+
+    def build_smp(self, spec):
+        """The SMP service: writes without response in, answers as notifications of at most MTU - 3 bytes."""
+        self.smp = SMPServer(spec)
+        holder = {}
+
+        def write(connection, value):
+            log.info("%s: SMP write of %d bytes (ATT MTU %d)", self.address, len(value), connection.att_mtu)
+            try:
+                answers = self.smp.feed(bytes(value))
+            except Exception as error:  # as Zephyr's reassembly does with what it cannot read: dropped
+                log.warning("%s: SMP request dropped: %r", self.address, error)
+                self.smp.inbox = b""
+                return
+            for answer in answers:
+                self.spawn(self.smp_answer(connection, holder["characteristic"], answer))
+
+        characteristic = Characteristic(uuid_of(SMP_CHARACTERISTIC), Characteristic.WRITE_WITHOUT_RESPONSE | Characteristic.NOTIFY,
+                                        Characteristic.WRITEABLE, CharacteristicValue(write=write))
+        holder["characteristic"] = characteristic
+        return Service(uuid_of(SMP_SERVICE), [characteristic])
+
+    async def smp_answer(self, connection, characteristic, answer):
+        # One answer at a time, in order (each waits for the last).
+        previous = getattr(self, "smp_last", None)
+        done = asyncio.get_running_loop().create_future()
+        self.smp_last = done
+        try:
+            if previous is not None:
+                await previous
+            size = max(20, connection.att_mtu - 3)
+            for start in range(0, len(answer), size):
+                await self.device.notify_subscriber(connection, characteristic, answer[start:start + size], force=True)
+            if self.smp.reset_requested:
+                await asyncio.sleep(0.2)
+                self.smp.boot()
+                await connection.disconnect()
+        finally:
+            done.set_result(None)
 
     def build_characteristic(self, c):
         flags = set(c.get("flags", ["read"]))
