@@ -22,7 +22,7 @@ struct SMPOptions: ParsableArguments {
     /// Runs `body` with a session to the device (found by scanning when
     /// bluetoothd does not know it yet, connected when needed), and lets the
     /// device go afterwards if it was not connected before.
-    func withSession<T>(_ body: (BlueZClient, Device, @escaping FirmwareUpload.Connect) async throws -> T) async throws -> T {
+    func withSession<T>(_ body: (Device, @escaping FirmwareUpload.Connect) async throws -> T) async throws -> T {
         let client = try await options.client()
         let device = try await find(client)
         let connectedBefore = device.connected
@@ -35,7 +35,7 @@ struct SMPOptions: ParsableArguments {
         // wait for it: a Disconnect still under way when the next command
         // starts would drop that command's link.
         do {
-            let result = try await body(client, device, connect)
+            let result = try await body(device, connect)
             if !connectedBefore { try? await client.disconnect(id) }
             return result
         } catch {
@@ -43,11 +43,6 @@ struct SMPOptions: ParsableArguments {
             if let e = error as? DomainError { throw CLIError(e.description) }
             throw error
         }
-    }
-
-    /// ``SMPSession/perform(_:again:_:)``: a request repeated once on a new connection when the link dropped.
-    func perform<T: Sendable>(_ connect: @escaping FirmwareUpload.Connect, again: Bool = true, _ body: (SMPSession) async throws -> T) async throws -> T {
-        try await SMPSession.perform(connect, again: again, body)
     }
 
     /// The device with `address`: scans for it (up to --connect-timeout) when bluetoothd does not know it.
@@ -113,8 +108,8 @@ struct FirmwareStateCommand: AsyncParsableCommand {
 
     func run() async throws {
         try await runReporting {
-            try await smp.withSession { _, device, connect in
-                let slots = try await smp.perform(connect) { try await $0.imageState() }
+            try await smp.withSession { device, connect in
+                let slots = try await SMPSession.perform(connect) { try await $0.imageState() }
                 out(smp.options.json ? jsonLine(["address": device.address.description, "images": slotsJSON(slots)]) : slotsText(slots))
             }
         }
@@ -139,9 +134,9 @@ struct FirmwareMarkCommand {
                     guard hash != nil else { throw CLIError("\(image) has no hash TLV: sign it with imgtool") }
                 }
             }
-            try await smp.withSession { _, device, connect in
+            try await smp.withSession { device, connect in
                 let wanted = hash
-                let slots = try await smp.perform(connect) { session in
+                let slots = try await SMPSession.perform(connect) { session in
                     let before = try await session.imageState()
                     if let wanted, !before.contains(where: { $0.hash == wanted }) {
                         throw CLIError("\(device.address) has no image with hash \(Hex.string(wanted)); its slots:\n\(slotsText(before))")
@@ -185,9 +180,9 @@ struct FirmwareResetCommand: AsyncParsableCommand {
     @OptionGroup var smp: SMPOptions
     func run() async throws {
         try await runReporting {
-            try await smp.withSession { _, device, connect in
+            try await smp.withSession { device, connect in
                 // Not repeated: a reset whose answer was lost may have happened.
-                try await smp.perform(connect, again: false) { try await $0.reset() }
+                try await SMPSession.perform(connect, again: false) { try await $0.reset() }
                 out(smp.options.json ? jsonLine(["address": device.address.description, "reset": true]) : "\(device.displayName) is restarting.")
             }
         }
@@ -199,8 +194,8 @@ struct FirmwareEraseCommand: AsyncParsableCommand {
     @OptionGroup var smp: SMPOptions
     func run() async throws {
         try await runReporting {
-            try await smp.withSession { _, device, connect in
-                let slots = try await smp.perform(connect) { session in
+            try await smp.withSession { device, connect in
+                let slots = try await SMPSession.perform(connect) { session in
                     try await session.erase()
                     return try await session.imageState()
                 }
@@ -216,8 +211,8 @@ struct FirmwareEchoCommand: AsyncParsableCommand {
     @Argument(help: "The text.") var text: String = "hello"
     func run() async throws {
         try await runReporting {
-            try await smp.withSession { _, device, connect in
-                let (back, ms) = try await smp.perform(connect) { session in
+            try await smp.withSession { device, connect in
+                let (back, ms) = try await SMPSession.perform(connect) { session in
                     let clock = ContinuousClock()
                     let start = clock.now
                     let back = try await session.echo(text)
@@ -278,7 +273,7 @@ struct FirmwareUploadCommand: AsyncParsableCommand {
         let options = FirmwareUpload.Options(window: window, reconnects: reconnects, requestLimit: requestSize)
         let stopped = OnceFlag()
         try await runReporting {
-            try await smp.withSession { client, device, connect in
+            try await smp.withSession { device, connect in
                 let outcome: UploadOutcome
                 do {
                     outcome = try await withThrowingTaskGroup(of: UploadOutcome?.self) { group in
@@ -312,9 +307,9 @@ struct FirmwareUploadCommand: AsyncParsableCommand {
                 }
                 var slots: [FirmwareSlot] = []
                 if test || confirm, let hash = image.hash {
-                    slots = try await smp.perform(connect) { try await $0.setImageState(hash: hash, confirm: confirm) }
+                    slots = try await SMPSession.perform(connect) { try await $0.setImageState(hash: hash, confirm: confirm) }
                 }
-                if reset { try await smp.perform(connect, again: false) { try await $0.reset() } }
+                if reset { try await SMPSession.perform(connect, again: false) { try await $0.reset() } }
                 if json {
                     var done: [String: Any] = ["event": "done", "address": device.address.description, "bytes": outcome.bytes,
                                                "seconds": (outcome.seconds * 1000).rounded() / 1000, "bytes_per_second": Int(outcome.bytesPerSecond),
@@ -336,7 +331,6 @@ struct FirmwareUploadCommand: AsyncParsableCommand {
                     if confirm { out("Marked to boot for good on the next reset\(reset ? " (restarting now)" : "").") }
                     if reset && !(test || confirm) { out("\(device.displayName) is restarting (the image was not marked, so the running one stays).") }
                 }
-                _ = client
             }
         }
     }
