@@ -24,6 +24,7 @@ public final class BlueZMirror: Sendable {
         var pending: [DBusMessage]? = []
         var owner: String?
         var subscribers: [UInt64: Subscriber] = [:]
+        var feeds: [UInt64: BlueZChangeFeed] = [:]
         var nextSubscriber: UInt64 = 0
         var waiters: [UInt64: (check: @Sendable (BlueZSnapshot, UInt64) -> Bool, resume: @Sendable () -> Void)] = [:]
         var changes: UInt64 = 0
@@ -48,6 +49,7 @@ public final class BlueZMirror: Sendable {
         ownerTask.withLock { $0?.cancel() }
         state.withLock { s in
             for (_, sub) in s.subscribers { sub.continuation.finish() }
+            for (_, feed) in s.feeds { feed.finish() }
         }
     }
 
@@ -125,6 +127,18 @@ public final class BlueZMirror: Sendable {
             _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
         }
         return stream
+    }
+
+    /// Every change from now on, advertisements folded per device (see
+    /// ``BlueZChangeFeed``): for a consumer that reads the mirror's state of
+    /// each changed device instead of the values each signal carried.
+    public func feed(eventCapacity: Int = 4096) -> BlueZChangeFeed {
+        let feed = BlueZChangeFeed(eventCapacity: eventCapacity)
+        state.withLock { s in
+            s.nextSubscriber += 1
+            s.feeds[s.nextSubscriber] = feed
+        }
+        return feed
     }
 
     /// Waits until `condition` holds for the snapshot (checked now and after
@@ -300,7 +314,7 @@ public final class BlueZMirror: Sendable {
             return [.interfacesRemoved(object, names)]
         case let .propertiesChanged(path, interface, entries, invalidated):
             // A dictionary for the event is built only when someone listens.
-            guard !s.subscribers.isEmpty else {
+            guard !s.subscribers.isEmpty || !s.feeds.isEmpty else {
                 s.appliedUnheard = true
                 return []
             }
@@ -321,19 +335,22 @@ public final class BlueZMirror: Sendable {
     /// Mutates the state under the lock, then delivers the resulting events
     /// and wakes satisfied waiters outside it.
     private func publish(_ body: (inout State) -> [BlueZEvent]) {
-        let (events, subscribers, ready): ([BlueZEvent], [Subscriber], [@Sendable () -> Void]) = state.withLock { s in
+        let (events, subscribers, feeds, ready): ([BlueZEvent], [Subscriber], [UInt64: BlueZChangeFeed], [@Sendable () -> Void]) = state.withLock { s in
             let events = body(&s)
             let applied = s.appliedUnheard
             s.appliedUnheard = false
-            guard !events.isEmpty || applied else { return ([], [], []) }
-            if s.waiters.isEmpty && events.isEmpty { return ([], [], []) }
+            guard !events.isEmpty || applied else { return ([], [], [:], []) }
+            if s.waiters.isEmpty && events.isEmpty { return ([], [], [:], []) }
             var ready: [@Sendable () -> Void] = []
             for (id, w) in s.waiters where w.check(s.snapshot, s.changes) {
                 ready.append(w.resume)
                 s.waiters[id] = nil
             }
-            return (events, Array(s.subscribers.values), ready)
+            return (events, Array(s.subscribers.values), events.isEmpty ? [:] : s.feeds, ready)
         }
+        var ended: [UInt64] = []
+        for (id, feed) in feeds where !feed.offer(events) { ended.append(id) }
+        if !ended.isEmpty { state.withLock { s in for id in ended { s.feeds[id] = nil } } }
         var dropped: UInt64 = 0
         for sub in subscribers {
             for e in events where sub.filter?(e) ?? true {

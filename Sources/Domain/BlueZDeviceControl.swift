@@ -31,6 +31,7 @@ public final class BlueZDeviceControl: DeviceControl {
     /// `state` is held, so it only notes them here).
     private let gone = Lock<[UInt64]>([])
     private let follower = Lock<Task<Void, Never>?>(nil)
+    private let feed: BlueZChangeFeed
 
     /// `rssiHistory`: how many RSSI samples are kept per device (0: none —
     /// the gateway shows no history, and 120 samples are ~2 KB per device).
@@ -42,11 +43,16 @@ public final class BlueZDeviceControl: DeviceControl {
         self.bindkeys = bindkeys
         self.now = now
         self.rssiLimit = max(0, rssiHistory)
-        let events = client.mirror.events()
+        let feed = client.mirror.feed()
+        self.feed = feed
         let task = Task { [weak self] in
-            for await event in events {
+            // Advertisements come folded per device: one wake-up for all
+            // that arrived while the last batch was handled.
+            while let batch = await feed.next() {
                 guard let self else { return }
-                self.apply(event)
+                for event in batch.events { self.apply(event) }
+                if !batch.advertised.isEmpty { self.heard(batch.advertised) }
+                if batch.lost { self.apply(.resynchronized) }
             }
         }
         follower.withLock { $0 = task }
@@ -54,6 +60,7 @@ public final class BlueZDeviceControl: DeviceControl {
 
     deinit {
         follower.withLock { $0?.cancel() }
+        feed.finish()
         state.withLock { s in for (_, sub) in s.subscribers { sub.continuation.finish() } }
     }
 
@@ -105,20 +112,51 @@ public final class BlueZDeviceControl: DeviceControl {
                 state.withLock { $0.lastSeen[id] = time }
             }
         }
+        var removed: DeviceID?
+        if case let .interfacesRemoved(path, names) = event, names.contains(BlueZInterface.device) { removed = DeviceID(path: path) }
+        republish(everyone: everyone, removed: removed) { $0 == concerned }
+    }
+
+    /// Advertisements of `ids` (each heard at least once since the last batch).
+    private func heard(_ ids: [DeviceID]) {
+        let time = now()
+        var samples: [(DeviceID, Int16)] = []
+        if rssiLimit > 0 {
+            samples = client.mirror.read { snap in ids.compactMap { id in snap.devices[id]?.rssi.map { (id, $0) } } }
+        }
+        state.withLock { s in
+            for id in ids { s.lastSeen[id] = time }
+            for (id, rssi) in samples {
+                // In place (a copy of the history per advertisement otherwise).
+                s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
+                if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }
+            }
+        }
+        if ids.count == 1, let only = ids.first {
+            republish(everyone: false, removed: nil) { $0 == only }
+        } else {
+            let set = Set(ids)
+            republish(everyone: false, removed: nil) { set.contains($0) }
+        }
+    }
+
+    /// Sends a fresh snapshot to every subscriber whose device `concerns`
+    /// accepts (all with `everyone`) and whose snapshot changed.
+    private func republish(everyone: Bool, removed: DeviceID?, concerns: (DeviceID) -> Bool) {
         // A copy of the mirror's tree only while a detail screen listens: held
         // during the mirror's next change, it would make that change copy
         // the whole tree (every device), once per advertisement.
-        let listening = state.withLock { s in s.subscribers.values.contains { everyone || $0.device == concerned } }
+        let listening = state.withLock { s in s.subscribers.values.contains { everyone || concerns($0.device) } }
         let mirror = listening ? client.mirror.snapshot() : BlueZSnapshot()
         state.withLock { s in
             for key in gone.withLock({ g -> [UInt64] in defer { g.removeAll() }; return g }) { s.subscribers[key] = nil }
-            if case let .interfacesRemoved(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
+            if let id = removed {
                 s.rssi[id] = nil
                 s.lastSeen[id] = nil
                 s.decoded.forget(id)
             }
             for key in s.subscribers.keys where listening {
-                guard let sub = s.subscribers[key], everyone || sub.device == concerned else { continue }
+                guard let sub = s.subscribers[key], everyone || concerns(sub.device) else { continue }
                 let fresh = snapshot(of: sub.device, mirror, &s)
                 guard fresh != sub.last else { continue }
                 s.subscribers[key]?.last = fresh

@@ -183,6 +183,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private let clock = ContinuousClock()
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
     private let follower = Lock<Task<Void, Never>?>(nil)
+    private let feed: BlueZChangeFeed
 
     private let memory: [DeviceID: RememberedDevice]
     private let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]?
@@ -209,35 +210,23 @@ public final class BlueZDeviceRepository: DeviceRepository {
         self.memory = Dictionary(remembered.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         self.adapterName = adapter
         self.now = now
-        let events = client.mirror.events()
+        let feed = client.mirror.feed()
+        self.feed = feed
         refresh(changed: [])
-        let mirror = client.mirror
         let task = Task { [weak self] in
-            var dropped = mirror.droppedEvents
-            for await event in events {
+            // One wake-up per batch of changes, not per advertisement: while
+            // a snapshot is due later, the loop sleeps until then and the
+            // feed folds what arrives meanwhile (one entry per device).
+            while let first = await feed.next() {
                 guard let self else { return }
-                // Events lost to a full buffer (the mirror outran us): what
-                // they said is in the mirror's tree, so read it whole.
-                // Not at once: under a sustained flood that would be a whole
-                // rebuild per event; the next snapshot (at most one per
-                // interval) is a whole one instead.
-                let nowDropped = mirror.droppedEvents
-                if nowDropped != dropped {
-                    dropped = nowDropped
-                    self.state.withLock { $0.eventsLost &+= 1; $0.resyncPending = true }
-                    self.requestFlush()
+                var pending: BlueZChangeFeed.Batch? = first
+                while let batch = pending {
+                    self.apply(batch)
+                    guard let due = self.scheduledFlush() else { break }
+                    do { try await Task.sleep(until: due, clock: .continuous) } catch { return }
+                    pending = feed.poll()
+                    if pending == nil { self.flush() }
                 }
-                var touched: [DeviceID] = []
-                if case let .deviceChanged(id, changed) = event,
-                   changed.values.keys.contains(where: Self.advertisedContent.contains) {
-                    // The common case (an advertisement): only this device's record changes.
-                    if changed.invalidated.isEmpty, changed.values.keys.allSatisfy(Self.advertisementProperties.contains),
-                       self.refreshOne(id) { continue }
-                    touched.append(id)
-                } else if case let .interfacesAdded(path, names) = event, names.contains(BlueZInterface.device), let id = DeviceID(path: path) {
-                    touched.append(id)
-                }
-                self.refresh(changed: touched)
             }
         }
         follower.withLock { $0 = task }
@@ -245,7 +234,63 @@ public final class BlueZDeviceRepository: DeviceRepository {
 
     deinit {
         follower.withLock { $0?.cancel() }
-        flushTimer.withLock { $0?.cancel() }
+        feed.finish()
+    }
+
+    /// One batch of the mirror's changes: an advertisement rebuilds only its
+    /// device's record; anything else (a connection, a device added or
+    /// removed, the adapter) reads the list whole, once per batch; lost
+    /// events, with the next snapshot.
+    private func apply(_ batch: BlueZChangeFeed.Batch) {
+        var touched: [DeviceID] = []
+        var whole = false
+        if batch.lost {
+            // Events lost to a full list: what they said is in the mirror's tree.
+            state.withLock { $0.eventsLost &+= 1 }
+            whole = true
+        }
+        if batch.folded > 0 {
+            // Heard, but a later advertisement of the same device came before we looked.
+            state.withLock { s in
+                s.coalesced &+= UInt64(batch.folded)
+                s.advertisements &+= UInt64(batch.folded)
+            }
+        }
+        for event in batch.events {
+            whole = true
+            if case let .deviceChanged(id, changed) = event,
+               changed.values.keys.contains(where: Self.advertisedContent.contains) {
+                touched.append(id)   // heard, and something else changed too
+            } else if case let .interfacesAdded(path, names) = event, names.contains(BlueZInterface.device),
+                      let id = DeviceID(path: path) {
+                touched.append(id)
+            }
+        }
+        for id in batch.advertised {
+            if whole || !refreshOne(id) {
+                whole = true
+                touched.append(id)
+            }
+        }
+        guard whole else { return }
+        if batch.lost {
+            // Heard now; the list is read whole with the next snapshot (at
+            // most one per interval: under a flood that outruns us, not a
+            // whole rebuild per batch).
+            let time = now(), uptime = BootClock.seconds()
+            state.withLock { s in
+                for id in touched {
+                    s.lastSeen[id] = time
+                    s.heard[id] = uptime
+                }
+                s.advertisements &+= UInt64(touched.count)
+                s.resyncPending = true
+            }
+            requestFlush()
+        } else {
+            // At once, as a device that appears shows its first advertisement.
+            refresh(changed: touched)
+        }
     }
 
     public func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
@@ -376,24 +421,20 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private func perform(_ next: Next) {
         switch next {
         case .flushNow: flush()
-        case .schedule: scheduleFlush()
-        case .nothing: break
+        case .schedule, .nothing: break   // the follower's loop publishes it when due
         }
     }
 
     /// Asks for the next snapshot (a resynchronisation is pending).
     private func requestFlush() { perform(state.withLock { nextFlush(&$0) }) }
 
-    /// The timer for a scheduled flush (one at a time).
-    private let flushTimer = Lock<Task<Void, Never>?>(nil)
-
-    private func scheduleFlush() {
-        let due = state.withLock { ($0.lastFlush ?? clock.now) + publishInterval }
-        let task = Task { [weak self] in
-            try? await Task.sleep(until: due, clock: .continuous)
-            self?.flush()
+    /// When the snapshot the last change scheduled is due (nil: none is):
+    /// the follower's loop sleeps until then and publishes it.
+    private func scheduledFlush() -> ContinuousClock.Instant? {
+        state.withLock { s in
+            guard s.flushScheduled || s.resyncPending else { return nil }
+            return (s.lastFlush ?? clock.now) + publishInterval
         }
-        flushTimer.withLock { $0 = task }
     }
 
     /// Publishes the pending changes as one snapshot (nothing when none is pending).
