@@ -391,7 +391,7 @@ public final class AdvertisementMonitor: Sendable {
     /// Registers again whenever bluetoothd (re)appears with the manager on
     /// our adapter: after a restart, or when the adapter is plugged back in.
     private func startWatching() {
-        let events = client.mirror.events(bufferCapacity: 64)
+        let events = client.mirror.events(bufferCapacity: 64, where: BlueZEvent.isAvailabilityOrAddition)
         let client = self.client, adapter = self.adapter
         let task = Task { [weak self] in
             for await event in events {

@@ -85,7 +85,7 @@ public final class BlueZAgent: Sendable {
             registration.unexport()
             throw error
         }
-        let events = client.mirror.events(bufferCapacity: 64)
+        let events = client.mirror.events(bufferCapacity: 64, where: BlueZEvent.isAvailabilityOrAddition)
         // The bluetoothd (name owner) the agent is registered with: the
         // availability event and the manager's InterfacesAdded can both
         // arrive after the mirror already shows the manager, and one

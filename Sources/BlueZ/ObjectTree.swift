@@ -32,6 +32,16 @@ public enum BlueZEvent: Sendable, Equatable {
         return .propertiesChanged(path, interface: interface, changed: changed, invalidated: invalidated)
     }
 
+    /// bluetoothd came or went, or objects were added: what a watcher that
+    /// registers something with bluetoothd again waits for (as a filter, it
+    /// spares that watcher a wake-up per advertisement).
+    @Sendable public static func isAvailabilityOrAddition(_ event: BlueZEvent) -> Bool {
+        switch event {
+        case .availability, .interfacesAdded: return true
+        default: return false
+        }
+    }
+
     /// Any property change as bluetoothd sent it (object, interface, values
     /// by name, invalidated names), whichever case carries it: for what
     /// records or replays signals rather than reacting to them.

@@ -206,7 +206,8 @@ public struct BlueZConnectionBackend: ConnectionBackend {
     }
     public func isConnected(_ id: DeviceID) -> Bool { client.mirror.snapshot().devices[id]?.connected == true }
     public func changes() -> AsyncStream<Void> {
-        let events = client.mirror.events(bufferCapacity: 16)
+        // An advertisement changes neither presence nor connection.
+        let events = client.mirror.events(bufferCapacity: 16) { BlueZChangeFeed.advertisement($0) == nil }
         return AsyncStream { continuation in
             let task = Task {
                 for await _ in events { continuation.yield(()) }
