@@ -110,6 +110,8 @@ let package = Package(
         // terminal or gateway module: both front ends run on the same presenters.
         .target(name: "Domain", dependencies: [
             "Vocabulary", "BlueZ", "BLEParsing", "Locking", .product(name: "Logging", package: "swift-log"), .product(name: "GRDB", package: "GRDB.swift"),
+            // The C API under GRDB, for the outbox's insert (values bound without GRDB's boxing).
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
         ]),
         // Fleet mode's rule and messages (which gateway speaks for a device), pure: no MQTT, no clock.
         .target(name: "Fleet", dependencies: ["Vocabulary"]),

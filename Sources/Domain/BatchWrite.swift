@@ -1,4 +1,5 @@
 import GRDB
+import GRDBSQLite
 
 extension DatabasePool {
     /// `write(_:)` for the gateway's hot path: the transaction's own
@@ -46,4 +47,44 @@ extension Database {
 final class CommitActions {
     fileprivate var list: [() -> Void] = []
     func onCommit(_ action: @escaping () -> Void) { list.append(action) }
+}
+
+extension Statement {
+    /// Runs this statement once with `bind` binding its parameters through
+    /// the C API. GRDB's `execute(arguments:)` boxes each value in a
+    /// `DatabaseValue` first; at a row per advertisement that was half the
+    /// outbox's insert. Only for statements used no other way.
+    func executeBound(_ db: Database, _ bind: (OpaquePointer) -> Int32) throws {
+        let handle = sqliteStatement
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        var rc = bind(handle)
+        if rc == SQLITE_OK { rc = sqlite3_step(handle) }
+        let ok = rc == SQLITE_DONE || rc == SQLITE_ROW
+        let message = ok ? "" : String(cString: sqlite3_errmsg(db.sqliteConnection))
+        sqlite3_reset(handle)
+        guard ok else { throw DatabaseError(resultCode: ResultCode(rawValue: rc), message: message, sql: sql) }
+    }
+}
+
+/// Binds text and blobs for ``Statement/executeBound(_:_:)``: SQLite copies
+/// them before the call returns (SQLITE_TRANSIENT).
+enum Bind {
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    static func text(_ handle: OpaquePointer, _ index: Int32, _ value: String) -> Int32 {
+        var value = value
+        return value.withUTF8 { utf8 in
+            // A zero-length value with a null pointer would be bound as NULL.
+            guard let base = utf8.baseAddress, !utf8.isEmpty else { return sqlite3_bind_text(handle, index, "", 0, transient) }
+            return sqlite3_bind_text64(handle, index, base, UInt64(utf8.count), transient, UInt8(SQLITE_UTF8))
+        }
+    }
+
+    static func blob(_ handle: OpaquePointer, _ index: Int32, _ value: [UInt8]) -> Int32 {
+        value.withUnsafeBytes { bytes in
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return sqlite3_bind_zeroblob(handle, index, 0) }
+            return sqlite3_bind_blob64(handle, index, base, UInt64(bytes.count), transient)
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 import Locking
 
 /// A message waiting to be published (MQTT topic, payload, flags).
@@ -146,8 +147,16 @@ public final class OutboundQueue: Sendable {
                 let insert = try db.cachedStatement(sql: "INSERT INTO outbox (topic, payload, retain, qos, enqueuedAt) VALUES (?, ?, ?, ?, ?)")
                 var ids: [Int64] = []
                 ids.reserveCapacity(messages.count)
+                let enqueuedAt = time.timeIntervalSince1970
                 for m in messages {
-                    try insert.execute(arguments: [m.topic, Data(m.payload), m.retain, m.qos, time.timeIntervalSince1970])
+                    try insert.executeBound(db) { h in
+                        var rc = Bind.text(h, 1, m.topic)
+                        if rc == SQLITE_OK { rc = Bind.blob(h, 2, m.payload) }
+                        if rc == SQLITE_OK { rc = sqlite3_bind_int64(h, 3, m.retain ? 1 : 0) }
+                        if rc == SQLITE_OK { rc = sqlite3_bind_int64(h, 4, Int64(m.qos)) }
+                        if rc == SQLITE_OK { rc = sqlite3_bind_double(h, 5, enqueuedAt) }
+                        return rc
+                    }
                     ids.append(db.lastInsertedRowID)
                 }
                 let queued = zip(ids, messages).map { id, m in

@@ -12,6 +12,30 @@ import GRDB
     }
     var path: String { dir.appendingPathComponent("outbox.sqlite").path }
 
+    /// Values bound through the C API come back as they went in, read from
+    /// the file by a second queue: an empty payload (what clears a retained
+    /// topic) stays an empty blob rather than NULL, an empty or non-ASCII
+    /// topic keeps its bytes, every QoS and retain flag and the time survive.
+    @Test func boundValuesRoundTripThroughTheFile() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000.25)
+        let sent = [
+            OutboundQueue.Outgoing(topic: "homeassistant/sensor/x/config", payload: [], retain: true, qos: 1),
+            OutboundQueue.Outgoing(topic: "", payload: [0, 1, 0xFF], retain: false, qos: 0),
+            OutboundQueue.Outgoing(topic: "küche/température/°C", payload: Array("{\"t\":21.5}".utf8), retain: false, qos: 2),
+        ]
+        do {
+            let q = try OutboundQueue(path: path)
+            try q.enqueue(sent, at: t0)
+        }
+        let read = try OutboundQueue(path: path).oldest(10)
+        #expect(read.map(\.topic) == sent.map(\.topic))
+        #expect(read.map(\.payload) == sent.map(\.payload))
+        #expect(read.map(\.retain) == [true, false, false])
+        #expect(read.map(\.qos) == [1, 0, 2])
+        #expect(read.allSatisfy { $0.enqueuedAt == t0 })
+    }
+
     /// The rows kept in memory (the steady state) and those read from
     /// SQLite (a backlog past `memoryLimit`, or one found at open) give the
     /// same messages, and the queue goes back to memory once drained.
