@@ -3,6 +3,7 @@ import BLEParsing
 import BlueZ
 import Domain
 import Foundation
+import Locking
 
 /// The key a reading has in the state JSON and in discovery ids: the kind
 /// (`temperature`), or kind and label (`blood_pressure_systolic`) with the
@@ -16,13 +17,13 @@ public enum ReadingKey {
     /// The readings that are published, with their keys: the first reading
     /// of each key, and only finite numbers (NaN/±inf mean "no value").
     public static func published(_ readings: [Reading]) -> [(key: String, reading: Reading)] {
-        var seen: Set<String> = []
         var out: [(key: String, reading: Reading)] = []
+        out.reserveCapacity(readings.count)
         for reading in readings {
             if case let .number(v) = reading.value, !v.isFinite { continue }
             let key = key(for: reading)
-            guard !seen.contains(key) else { continue }
-            seen.insert(key)
+            // A device has a handful of readings: a scan is cheaper than hashing.
+            guard !out.contains(where: { $0.key == key }) else { continue }
             out.append((key, reading))
         }
         return out
@@ -91,8 +92,15 @@ enum SortedJSON {
 /// Times outside `Bounds.unixTimes` are written as its nearest end.
 enum ISO8601UTC {
     private static let style = Date.ISO8601FormatStyle(timeZone: .gmt)
+    /// The last second written: a gateway writes the same second for every
+    /// message within it, and the format style takes microseconds.
+    private static let last = Lock<(second: Int64, text: String)?>(nil)
 
     static func string(_ date: Date) -> String {
-        Date(timeIntervalSince1970: Double(Bounds.wholeUnixSeconds(date.timeIntervalSince1970))).formatted(style)
+        let second = Bounds.wholeUnixSeconds(date.timeIntervalSince1970)
+        if let hit = last.withLock({ $0?.second == second ? $0?.text : nil }) { return hit }
+        let text = Date(timeIntervalSince1970: Double(second)).formatted(style)
+        last.withLock { $0 = (second, text) }
+        return text
     }
 }
