@@ -81,8 +81,13 @@ public enum Format {
     public static func signalBars(_ rssi: Int16?) -> (bars: String, level: Int) {
         guard let rssi else { return ("    ", 0) }
         let level = rssi >= -60 ? 4 : rssi >= -70 ? 3 : rssi >= -80 ? 2 : rssi >= -90 ? 1 : 0
+        return (bars[level], level)
+    }
+
+    /// The bars for each level, made once (a row draws them every frame).
+    private static let bars: [String] = (0...4).map { level in
         let glyphs: [Character] = ["▂", "▄", "▆", "█"]
-        return (String((0..<4).map { $0 < level ? glyphs[$0] : "·" }), level)
+        return String((0..<4).map { $0 < level ? glyphs[$0] : "·" })
     }
 
     /// ▁▂▃▄▅▆▇█ for `values`, scaled between their minimum and maximum,

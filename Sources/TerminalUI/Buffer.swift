@@ -112,6 +112,7 @@ public struct Buffer: Sendable, Equatable {
         let area = clip ?? bounds
         guard y >= area.y, y < area.maxY, y >= 0, y < height else { return x }
         let right = min(area.maxX, width)
+        if let end = putPrintableASCII(text, x: x, y: y, style: style, left: area.x, right: right) { return end }
         var col = x
         for ch in text {
             let w = TextWidth.of(ch)
@@ -140,6 +141,27 @@ public struct Buffer: Sendable, Equatable {
         return col
     }
 
+    /// ``put(_:x:y:style:clip:)`` for text of printable ASCII only (most of
+    /// a dashboard: addresses, numbers, units), a column per byte without
+    /// grapheme breaking, which was most of drawing a row. Nil as soon as a
+    /// byte is anything else: the caller then writes the whole text the
+    /// general way (cells written so far get the same values again).
+    private mutating func putPrintableASCII(_ text: String, x: Int, y: Int, style: Style, left: Int, right: Int) -> Int? {
+        var col = x
+        for byte in text.utf8 {
+            guard byte >= 0x20, byte < 0x7F else { return nil }
+            if col >= right { continue }   // still checked: a later byte may not be ASCII
+            if col < left || col < 0 {
+                col += 1
+                continue
+            }
+            clearWide(at: col, y)
+            self[col, y] = Cell(Character(Unicode.Scalar(byte)), width: 1, style: style)
+            col += 1
+        }
+        return col
+    }
+
     /// Writes `text` cut to `width` columns, ending in "…" when cut; pads
     /// with spaces to `width` when `pad`.
     @discardableResult
@@ -148,8 +170,14 @@ public struct Buffer: Sendable, Equatable {
         let fitted = TextWidth.truncate(text, to: width)
         let end = put(fitted, x: x, y: y, style: style, clip: Rect(x: x, y: y, width: width, height: 1))
         if pad && end < x + width {
-            return put(String(repeating: " ", count: x + width - end), x: end, y: y, style: style,
-                       clip: Rect(x: x, y: y, width: width, height: 1))
+            // Blanks straight into the cells (no string of spaces to build and walk).
+            let stop = min(x + width, self.width)
+            guard y >= 0, y < height else { return end }
+            for col in max(end, 0)..<max(stop, max(end, 0)) {
+                clearWide(at: col, y)
+                self[col, y] = Cell(" ", width: 1, style: style)
+            }
+            return max(end, stop)
         }
         return end
     }

@@ -11,6 +11,32 @@ import Testing
         #expect(b.text.split(separator: "\n", omittingEmptySubsequences: false)[1] == "        ab")
     }
 
+    /// Printable ASCII takes a path without grapheme breaking; a zero-width
+    /// space (U+200B, drawn as nothing) at the end sends the same text down
+    /// the general path. Both must leave the same cells and return the same
+    /// column: clipped on either side, past the right edge, over a wide
+    /// character, padded.
+    @Test func asciiPathDrawsAsTheGeneralPath() {
+        let texts = ["", "a", "AA:BB:CC:DD:EE:FF", "-67 dBm  21.5 C", "x y z ~!", String(repeating: "w", count: 30)]
+        let places: [(x: Int, clip: Rect?)] = [(0, nil), (5, nil), (-3, nil), (18, nil), (25, nil),
+                                               (2, Rect(x: 4, y: 0, width: 6, height: 1)), (7, Rect(x: 0, y: 0, width: 9, height: 1))]
+        for text in texts {
+            for place in places {
+                var fast = Buffer(width: 20, height: 1), slow = Buffer(width: 20, height: 1)
+                fast.put("温度温度温度温度温度", x: 0, y: 0)   // wide characters underneath
+                slow.put("温度温度温度温度温度", x: 0, y: 0)
+                let a = fast.put(text, x: place.x, y: 0, clip: place.clip)
+                let b = slow.put(text + "\u{200B}", x: place.x, y: 0, clip: place.clip)
+                #expect(a == b, "\(text) at \(place)")
+                #expect(fast == slow, "\(text) at \(place): \(fast.text) vs \(slow.text)")
+            }
+            var fast = Buffer(width: 12, height: 1), slow = Buffer(width: 12, height: 1)
+            let a = fast.put(text, x: 1, y: 0, width: 9, pad: true)
+            let b = slow.put(text + "\u{200B}", x: 1, y: 0, width: 9, pad: true)
+            #expect(a == b && fast == slow, "\(text) padded: \(fast.text) vs \(slow.text)")
+        }
+    }
+
     @Test func wideAndCombiningCharactersKeepColumnsAligned() {
         #expect(TextWidth.of("温度") == 4)
         #expect(TextWidth.of("e\u{301}") == 1)          // e + combining acute: one column
