@@ -24,14 +24,15 @@ public struct ChunkedArray<Element> {
     @usableFromInline var chunks: [[Element]]
     /// `starts[c]`: the index of chunk c's first element.
     @usableFromInline var starts: [Int]
-    public private(set) var count: Int
+    @usableFromInline var storedCount: Int
+    public var count: Int { storedCount }
 
     public static var maximumChunk: Int { 128 }
 
     public init() {
         chunks = []
         starts = []
-        count = 0
+        storedCount = 0
     }
 
     public init<S: Sequence>(_ elements: S) where S.Element == Element {
@@ -45,10 +46,10 @@ public struct ChunkedArray<Element> {
         if !chunk.isEmpty { appendChunk(chunk) }
     }
 
-    private mutating func appendChunk(_ chunk: [Element]) {
-        starts.append(count)
+    @usableFromInline mutating func appendChunk(_ chunk: [Element]) {
+        starts.append(storedCount)
         chunks.append(chunk)
-        count += chunk.count
+        storedCount += chunk.count
     }
 
     /// The chunk holding index `i` (0 ≤ i < count) and the offset in it.
@@ -61,8 +62,10 @@ public struct ChunkedArray<Element> {
         return (low, i - starts[low])
     }
 
-    /// Inserts `element` before index `i` (0 ≤ i ≤ count).
-    public mutating func insert(_ element: Element, at i: Int) {
+    /// Inserts `element` before index `i` (0 ≤ i ≤ count). Inlinable, as
+    /// `remove(at:)`: unspecialized, the chunk's own insert and removal ran
+    /// through generic witnesses (the list presenter's row moves).
+    @inlinable public mutating func insert(_ element: Element, at i: Int) {
         precondition(i >= 0 && i <= count, "ChunkedArray.insert: index \(i) out of 0...\(count)")
         if chunks.isEmpty {
             appendChunk([element])
@@ -75,7 +78,7 @@ public struct ChunkedArray<Element> {
             o = chunks[c].count
         }
         chunks[c].insert(element, at: o)
-        count += 1
+        storedCount += 1
         for k in (c + 1)..<starts.count { starts[k] += 1 }
         if chunks[c].count > Self.maximumChunk {
             let half = chunks[c].count / 2
@@ -87,12 +90,12 @@ public struct ChunkedArray<Element> {
     }
 
     /// Removes and returns the element at `i` (0 ≤ i < count).
-    @discardableResult
+    @inlinable @discardableResult
     public mutating func remove(at i: Int) -> Element {
         precondition(i >= 0 && i < count, "ChunkedArray.remove: index \(i) out of 0..<\(count)")
         let (c, o) = locate(i)
         let element = chunks[c].remove(at: o)
-        count -= 1
+        storedCount -= 1
         for k in (c + 1)..<starts.count { starts[k] -= 1 }
         if chunks[c].isEmpty {
             chunks.remove(at: c)
@@ -106,7 +109,7 @@ public struct ChunkedArray<Element> {
         return element
     }
 
-    public mutating func append(_ element: Element) { insert(element, at: count) }
+    @inlinable public mutating func append(_ element: Element) { insert(element, at: count) }
 }
 
 extension ChunkedArray: RandomAccessCollection, MutableCollection {
