@@ -129,9 +129,20 @@ struct ListColumns {
         b.fill(Rect(x: 0, y: y, width: width, height: 1), style: base)
         b.put(selected ? "▶" : " ", x: 0, y: y, style: base)
         var x = 2
+        // Cut and padded in the cells (as TextWidth.pad would, without
+        // building the padded string for every cell of every frame).
         func col(_ text: String, _ w: Int, style: Style? = nil, right: Bool = false) {
             guard w > 0 else { return }
-            b.put(TextWidth.pad(text, to: w, alignRight: right), x: x, y: y, style: style ?? base)
+            let style = style ?? base
+            if right {
+                let whole = TextWidth.of(text)
+                let cut = whole <= w ? text : TextWidth.truncate(text, to: w)
+                let used = whole <= w ? whole : TextWidth.of(cut)
+                if used < w { b.fill(Rect(x: x, y: y, width: w - used, height: 1), style: style) }
+                b.put(cut, x: x + w - used, y: y, style: style)
+            } else {
+                b.put(text, x: x, y: y, width: w, style: style, pad: true)
+            }
             x += w + 1
         }
         col(r.title, name)
