@@ -436,7 +436,13 @@ public final class DiscoverySession: Sendable {
         self.client = client
         self.adapter = adapter
         self.filter = filter
-        let events = client.mirror.events(bufferCapacity: 64)
+        // Adapters and bluetoothd only: an advertisement is no reason to wake.
+        let events = client.mirror.events(bufferCapacity: 64) { event in
+            switch event {
+            case .availability, .interfacesAdded, .adapterChanged: return true
+            default: return false
+            }
+        }
         let task = Task { [weak self] in
             // After a bluetoothd restart, an adapter plugged in again or powered
             // off and on: start again once the adapter is back and powered. A
