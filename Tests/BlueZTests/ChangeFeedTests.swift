@@ -1,0 +1,85 @@
+import DBus
+import Foundation
+import Locking
+import Testing
+@testable import BlueZ
+import Vocabulary
+
+/// The mirror's coalescing subscription: advertisements folded per device,
+/// every other event kept in order, bounded, ended by its consumer.
+@Suite struct ChangeFeedTests {
+    let a = DeviceID(path: "/org/bluez/hci0/dev_AA_00_00_00_00_01")!
+    let b = DeviceID(path: "/org/bluez/hci0/dev_AA_00_00_00_00_02")!
+    let hci0 = AdapterID(path: "/org/bluez/hci0")
+
+    /// A value for data properties (the feed reads the changed names only).
+    let data = DBusValue.boolean(true)
+
+    func advert(_ id: DeviceID, rssi: Int16) -> BlueZEvent {
+        .deviceChanged(id, PropertyChanges(["RSSI": .int16(rssi), "ManufacturerData": data]))
+    }
+
+    @Test func whatCountsAsAnAdvertisement() {
+        #expect(BlueZChangeFeed.advertisement(advert(a, rssi: -60)) == a)
+        #expect(BlueZChangeFeed.advertisement(.deviceChanged(a, PropertyChanges(["ServiceData": data]))) == a)
+        // TxPower alone is no advertisement heard; a connection is not one at all.
+        #expect(BlueZChangeFeed.advertisement(.deviceChanged(a, PropertyChanges(["TxPower": .int16(4)]))) == nil)
+        #expect(BlueZChangeFeed.advertisement(.deviceChanged(a, PropertyChanges(["RSSI": .int16(-60), "Connected": .boolean(true)]))) == nil)
+        // bluetoothd invalidates RSSI when a device goes out of range: the list must hear it in order.
+        #expect(BlueZChangeFeed.advertisement(.deviceChanged(a, PropertyChanges(["ManufacturerData": data], invalidated: ["RSSI"]))) == nil)
+        #expect(BlueZChangeFeed.advertisement(.availability(true)) == nil)
+    }
+
+    @Test func foldsAdvertisementsPerDeviceAndKeepsOtherEventsInOrder() async throws {
+        let feed = BlueZChangeFeed(eventCapacity: 16)
+        let connected = BlueZEvent.deviceChanged(a, PropertyChanges(["Connected": .boolean(true)]))
+        let powered = BlueZEvent.adapterChanged(hci0, PropertyChanges(["Powered": .boolean(false)]))
+        #expect(feed.offer([advert(a, rssi: -60), advert(b, rssi: -70), connected]))
+        #expect(feed.offer([advert(a, rssi: -61), powered, advert(a, rssi: -62)]))
+        let batch = try #require(await feed.next())
+        #expect(batch.advertised == [a, b], "each device once, in the order first heard")
+        #expect(batch.folded == 2)
+        #expect(batch.events == [connected, powered])
+        #expect(!batch.lost)
+        // Taken: nothing waits now, and the set starts again.
+        #expect(feed.poll() == nil)
+        #expect(feed.offer([advert(a, rssi: -63)]))
+        #expect(feed.poll()?.advertised == [a])
+    }
+
+    @Test func aFullEventListSaysLostInsteadOfGrowing() throws {
+        let feed = BlueZChangeFeed(eventCapacity: 3)
+        let events = (0..<10).map { i in BlueZEvent.deviceChanged(a, PropertyChanges(["Name": .string("n\(i)")])) }
+        #expect(feed.offer(events))
+        #expect(feed.offer((0..<1000).map { advert(DeviceID(adapter: hci0, address: BluetoothAddress(value: 0xC0_0000_0000 + UInt64($0))), rssi: -50) } + [advert(a, rssi: -50)]))
+        let batch = try #require(feed.poll())
+        #expect(batch.events == Array(events.prefix(3)))
+        #expect(batch.lost)
+        #expect(batch.advertised.count == 1001, "advertisements are bounded by the devices, not by the list")
+        #expect(feed.poll() == nil)
+    }
+
+    @Test func aWaitingConsumerIsWokenAndAFinishedFeedEnds() async throws {
+        let feed = BlueZChangeFeed(eventCapacity: 16)
+        let got = Task { await feed.next() }
+        // Until the consumer waits, the offer is only stored; either way it arrives.
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(feed.offer([advert(b, rssi: -40)]))
+        #expect(await got.value?.advertised == [b])
+        let ending = Task { await feed.next() }
+        try await Task.sleep(for: .milliseconds(50))
+        feed.finish()
+        #expect(await ending.value == nil)
+        #expect(!feed.offer([advert(a, rssi: -40)]), "the mirror forgets a finished feed")
+        #expect(await feed.next() == nil)
+    }
+
+    @Test func cancellingTheConsumerEndsTheFeed() async throws {
+        let feed = BlueZChangeFeed(eventCapacity: 16)
+        let waiting = Task { await feed.next() }
+        try await Task.sleep(for: .milliseconds(50))
+        waiting.cancel()
+        #expect(await waiting.value == nil)
+        #expect(!feed.offer([advert(a, rssi: -40)]))
+    }
+}
