@@ -127,6 +127,9 @@ public final class BlueZDeviceControl: DeviceControl {
         state.withLock { s in
             for id in ids { s.lastSeen[id] = time }
             for (id, rssi) in samples {
+                // bluetoothd sends RSSI only when it changed: an advertisement
+                // with the same RSSI (only its data changed) is no new sample.
+                if s.rssi[id]?.last?.value == rssi { continue }
                 // In place (a copy of the history per advertisement otherwise).
                 s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
                 if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }

@@ -353,9 +353,8 @@ public final class BlueZDeviceRepository: DeviceRepository {
         return (.available, adapter)
     }
 
-    /// Properties an advertisement changes; a change of only these touches one record.
-    static let advertisementProperties = DeviceProperty.names(DeviceProperty.advertisement)
-    /// What makes a change an advertisement (TxPower alone does not).
+    /// What makes a change carry an advertisement (TxPower alone does not);
+    /// one of only advertisement properties comes folded from the feed.
     static let advertisedContent = DeviceProperty.names([.rssi, .manufacturerData, .serviceData])
 
     /// Rebuilds only `id`'s record and marks it changed for the next
