@@ -102,11 +102,7 @@ public final class BlueZDeviceControl: DeviceControl {
         case let .deviceChanged(id, changed):
             concerned = id
             if rssiLimit > 0, changed.contains(.rssi), let rssi = client.mirror.read({ $0.devices[id]?.rssi }) {
-                state.withLock { s in
-                    // In place (a copy of the history per advertisement otherwise).
-                    s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
-                    if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }
-                }
+                state.withLock { s in sample(rssi, of: id, at: time, &s) }
             }
             if changed.contains(.rssi) || changed.contains(.manufacturerData) || changed.contains(.serviceData) {
                 state.withLock { $0.lastSeen[id] = time }
@@ -126,14 +122,9 @@ public final class BlueZDeviceControl: DeviceControl {
         }
         state.withLock { s in
             for id in ids { s.lastSeen[id] = time }
-            for (id, rssi) in samples {
-                // bluetoothd sends RSSI only when it changed: an advertisement
-                // with the same RSSI (only its data changed) is no new sample.
-                if s.rssi[id]?.last?.value == rssi { continue }
-                // In place (a copy of the history per advertisement otherwise).
-                s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
-                if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }
-            }
+            // bluetoothd sends RSSI only when it changed: an advertisement
+            // with the same RSSI (only its data changed) is no new sample.
+            for (id, rssi) in samples where s.rssi[id]?.last?.value != rssi { sample(rssi, of: id, at: time, &s) }
         }
         if ids.count == 1, let only = ids.first {
             republish(everyone: false, removed: nil) { $0 == only }
@@ -141,6 +132,13 @@ public final class BlueZDeviceControl: DeviceControl {
             let set = Set(ids)
             republish(everyone: false, removed: nil) { set.contains($0) }
         }
+    }
+
+    /// Adds one sample to `id`'s history, in place (a copy of the history
+    /// per advertisement otherwise), keeping the newest `rssiLimit`.
+    private func sample(_ rssi: Int16, of id: DeviceID, at time: Date, _ s: inout State) {
+        s.rssi[id, default: []].append(RSSISample(at: time, value: rssi))
+        if let n = s.rssi[id]?.count, n > rssiLimit { s.rssi[id]?.removeFirst(n - rssiLimit) }
     }
 
     /// Sends a fresh snapshot to every subscriber whose device `concerns`

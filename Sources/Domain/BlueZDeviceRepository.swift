@@ -375,7 +375,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
             return state.withLock { $0.index[id] == nil }
         }
         let time = now(), uptime = BootClock.seconds()
-        let next: Next? = state.withLock { s in
+        let publishNow: Bool? = state.withLock { s in
             guard let index = s.index[id], index < s.records.count, s.records[index].id == id,
                   s.availability == .available, s.scanning == discovering else { return nil }
             s.lastSeen[id] = time
@@ -386,10 +386,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
             // first change after a publication, which then copies one chunk.
             s.records[index] = makeRecord(device, decoded, lastSeen: time, heard: uptime)
             if !s.dirty.insert(id).inserted { s.coalesced &+= 1 }
-            return nextFlush(&s)
+            return flushesNow(&s)
         }
-        guard let next else { return false }
-        perform(next)
+        guard let publishNow else { return false }
+        if publishNow { flush() }
         return true
     }
 
@@ -404,28 +404,20 @@ public final class BlueZDeviceRepository: DeviceRepository {
         return device.serviceData.keys.contains(where: { services.contains($0.lowercased()) })
     }
 
-    private enum Next { case flushNow, schedule, nothing }
-
-    /// Whether a change just made is published now, by a timer, or by the
-    /// one already scheduled (under the state's lock).
-    private func nextFlush(_ s: inout State) -> Next {
-        if s.flushScheduled { return .nothing }
+    /// Whether a change just made is published now (true) or with the
+    /// snapshot the follower's loop publishes when due, which this schedules
+    /// unless one is scheduled already (under the state's lock).
+    private func flushesNow(_ s: inout State) -> Bool {
+        if s.flushScheduled { return false }
         if let last = s.lastFlush, clock.now < last + publishInterval {
-            s.flushScheduled = true   // only this caller schedules: one timer at a time
-            return .schedule
+            s.flushScheduled = true
+            return false
         }
-        return .flushNow
-    }
-
-    private func perform(_ next: Next) {
-        switch next {
-        case .flushNow: flush()
-        case .schedule, .nothing: break   // the follower's loop publishes it when due
-        }
+        return true
     }
 
     /// Asks for the next snapshot (a resynchronisation is pending).
-    private func requestFlush() { perform(state.withLock { nextFlush(&$0) }) }
+    private func requestFlush() { if state.withLock({ flushesNow(&$0) }) { flush() } }
 
     /// When the snapshot the last change scheduled is due (nil: none is):
     /// the follower's loop sleeps until then and publishes it.
