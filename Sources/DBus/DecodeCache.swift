@@ -79,22 +79,30 @@ final class DecodeCache {
 
 /// A bounded open-addressing hash table keyed by UTF-8 bytes. Storage is
 /// manually allocated so lookups pay no exclusivity or copy-on-write checks.
+///
+/// It starts small and doubles while it learns, up to twice `capacity`
+/// slots: a connection that sees a few dozen paths (a gateway with a handful
+/// of devices, a command-line call) keeps a few dozen slots, not the full
+/// table (8 192 slots of 48 bytes for paths and as many for strings, all
+/// written when the table was made, so all resident).
 final class BytesTable<Value> {
     private struct Slot {
         var hash: UInt64
         var key: String
         var value: Value
     }
-    private let slots: UnsafeMutablePointer<Slot?>
-    private let size: Int
-    private let mask: Int
+    private var slots: UnsafeMutablePointer<Slot?>
+    private var size: Int
+    private var mask: Int
     private var count = 0
     private let limit: Int
+    private let maximumSize: Int
 
     init(capacity: Int) {
-        var size = 16
-        while size < capacity * 2 { size <<= 1 }
-        self.size = size
+        var maximumSize = 16
+        while maximumSize < capacity * 2 { maximumSize <<= 1 }
+        self.maximumSize = maximumSize
+        size = min(16, maximumSize)
         mask = size - 1
         limit = capacity
         slots = .allocate(capacity: size)
@@ -118,11 +126,32 @@ final class BytesTable<Value> {
 
     func insert(_ raw: UnsafeRawBufferPointer, key: String, value: Value) {
         guard count < limit else { return }
-        let h = BytesTable.hash(raw)
-        var i = Int(truncatingIfNeeded: h) & mask
-        while slots[i] != nil { i = (i + 1) & mask }
-        slots[i] = Slot(hash: h, key: key, value: value)
+        // At most half full, as the full-size table was at its limit.
+        if (count + 1) * 2 > size, size < maximumSize { grow() }
+        place(Slot(hash: BytesTable.hash(raw), key: key, value: value))
         count += 1
+    }
+
+    /// Slots in use and slots allocated, for tests.
+    var occupancy: (count: Int, size: Int) { (count, size) }
+
+    private func place(_ slot: Slot) {
+        var i = Int(truncatingIfNeeded: slot.hash) & mask
+        while slots[i] != nil { i = (i + 1) & mask }
+        slots[i] = slot
+    }
+
+    /// Twice the slots; every entry placed again by the hash it keeps.
+    private func grow() {
+        let old = slots, oldSize = size
+        size = oldSize * 2
+        mask = size - 1
+        slots = .allocate(capacity: size)
+        slots.initialize(repeating: nil, count: size)
+        for i in 0..<oldSize {
+            if let slot = (old + i).move() { place(slot) }
+        }
+        old.deallocate()
     }
 
     /// A fast non-cryptographic hash, eight bytes at a time.

@@ -189,4 +189,26 @@ import Testing
             c.close()
         }
     }
+
+    /// The decoder's memo table grows as it learns and keeps every entry
+    /// through its growth; once at its limit it stops learning.
+    @Test func theMemoTableGrowsAsItLearnsAndStopsAtItsLimit() {
+        let table = BytesTable<Int>(capacity: 1_000)
+        func key(_ n: Int) -> [UInt8] { Array("/org/bluez/hci0/dev_\(n)".utf8) }
+        #expect(table.occupancy.size == 16)
+        for n in 0..<1_200 {
+            key(n).withUnsafeBytes { table.insert($0, key: String(decoding: key(n), as: UTF8.self), value: n) }
+        }
+        #expect(table.occupancy.count == 1_000)
+        #expect(table.occupancy.size == 2_048)
+        for n in 0..<1_000 {
+            let found = key(n).withUnsafeBytes { table.lookup($0) }
+            #expect(found == n, "entry \(n) lost while the table grew")
+        }
+        // Past the limit nothing was remembered.
+        #expect(key(1_100).withUnsafeBytes { table.lookup($0) } == nil)
+        let small = BytesTable<Int>(capacity: 4_096)
+        for n in 0..<7 { key(n).withUnsafeBytes { small.insert($0, key: "k\(n)", value: n) } }
+        #expect(small.occupancy.size == 16, "a few entries should not take the full table")
+    }
 }
