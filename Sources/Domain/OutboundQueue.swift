@@ -68,7 +68,7 @@ public final class OutboundQueue: Sendable {
     public init(path: String, capacity: Int = 100_000) throws(DomainError) {
         self.capacity = max(1, capacity)
         do {
-            pool = try DatabasePool(path: path)
+            pool = try DatabasePool(path: path, configuration: DatabasePool.storeConfiguration())
             try OutboundQueue.migrator.migrate(pool)
             let (count, dropped) = try pool.read { db in
                 (try Int.fetchOne(db, sql: "SELECT count(*) FROM outbox") ?? 0,

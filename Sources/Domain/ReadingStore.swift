@@ -106,7 +106,7 @@ public final class ReadingStore: ReadingHistory {
     public init(path: String, policy: RetentionPolicy = RetentionPolicy()) throws(DomainError) {
         self.policy = policy
         do {
-            pool = try DatabasePool(path: path)
+            pool = try DatabasePool(path: path, configuration: DatabasePool.storeConfiguration())
             try ReadingStore.migrator.migrate(pool)
         } catch {
             throw DomainError("cannot open the database \(path): \(error)", cause: error)

@@ -36,6 +36,18 @@ import GRDB
         #expect(read.allSatisfy { $0.enqueuedAt == t0 })
     }
 
+    /// The stores' connections, writer and readers, keep a small page cache
+    /// (``DatabasePool/storeConfiguration()``), not SQLite's 2 000 KiB each.
+    @Test func storeConnectionsKeepASmallPageCache() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let pool = try DatabasePool(path: path, configuration: DatabasePool.storeConfiguration())
+        let written = try pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") }
+        let read = try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") }
+        #expect(written == -DatabasePool.pageCacheKiB)
+        #expect(read == -DatabasePool.pageCacheKiB)
+        #expect(DatabasePool.pageCacheKiB < 2_000)
+    }
+
     /// The rows kept in memory (the steady state) and those read from
     /// SQLite (a backlog past `memoryLimit`, or one found at open) give the
     /// same messages, and the queue goes back to memory once drained.
