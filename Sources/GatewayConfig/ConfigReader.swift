@@ -17,8 +17,12 @@ enum ScalarValue: Equatable {
     init(_ scalar: Node.Scalar) {
         let text = scalar.string
         let quoted = scalar.style != .plain && scalar.style != .any
-        // Yams resolves implicit tags in place (hashing a key does), so a plain
-        // scalar may carry its YAML 1.1 tag by now; the text decides for those.
+        // The text decides for an untagged plain scalar: YAMLDocument composes
+        // with Yams' basic resolver (its default one types scalars with
+        // NSRegularExpression, which brought ICU's regex engine and data
+        // into every gateway: ~1 MiB of RSS). Hashing a key resolves its tag
+        // in place (to !!str with that resolver); values are not hashed, and
+        // keys are read as text. Explicit core tags are typed by the text too.
         switch Tag.Name(rawValue: scalar.tag.rawValue) {
         case .implicit, .bool, .int, .float, .null:
             self = quoted ? .string(text, quoted: true) : Self.plain(text)

@@ -24,7 +24,8 @@ enum YAMLDocument {
         var round = 0
         while true {
             do {
-                return .parsed(try Yams.compose(yaml: text))
+                // No implicit-tag rules: ScalarValue types plain scalars itself.
+                return .parsed(try Yams.compose(yaml: text, .basic))
             } catch YamlError.duplicatedKeysInMapping(let duplicates, let context) {
                 let marker = reader.duplicateMarker(round)
                 if round < maximumDuplicateRounds, !original.contains(ConfigReader.duplicateMarkerPrefix),

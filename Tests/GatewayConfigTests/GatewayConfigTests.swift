@@ -146,6 +146,20 @@ func emptyFilesGiveAllDefaults(_ text: String) throws {
     #expect(mqtt.queueCapacity == 100_000)
 }
 
+/// Plain scalars are typed by their text (Yams composes without its
+/// regular-expression resolver); an explicit `!!str` or `!` keeps a value a
+/// string, and YAML 1.1's words stay booleans.
+@Test func scalarsAreTypedByTheirTextAndExplicitTagsKeepStrings() throws {
+    let mqtt = try #require(try GatewayConfiguration.parse(
+        "mqtt:\n  host: broker\n  port: 1884\n  discovery: off\n  client_id: !!str 1234\n  base_topic: ! 99\n").mqtt)
+    #expect(mqtt.port == 1884)
+    #expect(mqtt.discovery == false)
+    #expect(mqtt.clientID == "1234")
+    #expect(mqtt.baseTopic == "99")
+    #expect(problems("mqtt:\n  host: broker\n  port: !!str 1884\n").map(\.key) == ["mqtt.port"])
+    #expect(problems("mqtt:\n  host: broker\n  port: 0x75C\n").isEmpty)
+}
+
 @Test func httpDefaultsAndDisabling() throws {
     #expect(try GatewayConfiguration.parse("http: {}\n").http == .init(host: "127.0.0.1", port: 8080, token: nil))
     #expect(try GatewayConfiguration.parse("http:\n  enabled: true\n").http?.port == 8080)
