@@ -20,7 +20,7 @@ extension DatabasePool {
     }
 
     /// A store connection's page cache, in KiB (see ``storeConfiguration()``).
-    static let pageCacheKiB = 512
+    static let pageCacheKiB = 256
 
     /// `write(_:)` for the gateway's hot path: the transaction's own
     /// statements prepared once, and work to do once it committed.
