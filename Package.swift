@@ -146,8 +146,8 @@ let package = Package(
                 // each symbol the C libraries bind, so most of its 1.7 MB
                 // stayed resident. Nothing looks our symbols up at run time
                 // (the runtime finds metadata, conformances and tests through
-                // their sections); crash backtraces read .symtab, which the
-                // Debian package keeps. docs/PERFORMANCE.md: -1.5 MiB RSS.
+                // their sections); a backtrace names functions from .symtab
+                // (the unstripped build's). docs/PERFORMANCE.md: -1.5 MiB RSS.
                 .unsafeFlags(["-Xlinker", "--no-export-dynamic"]),
             ]
         ),
