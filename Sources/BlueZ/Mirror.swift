@@ -223,7 +223,8 @@ public final class BlueZMirror: Sendable {
         for attempt in 0..<9 {
             do {
                 reply = try await connection.call(destination: BlueZInterface.service, path: .root,
-                                                  interface: BlueZInterface.objectManager, member: "GetManagedObjects")
+                                                  interface: BlueZInterface.objectManager, member: "GetManagedObjects",
+                                                  replyDecoding: .onDemand)
                 break
             } catch {
                 let mapped = BlueZError.from(error)
@@ -263,10 +264,16 @@ public final class BlueZMirror: Sendable {
     /// The tree a GetManagedObjects reply describes, with the reply's sender
     /// and serial; the reply itself is released on return.
     private static func tree(from reply: consuming DBusMessage) throws(BlueZError) -> (BlueZSnapshot, String?, UInt32) {
-        guard reply.signature.rawValue == "a{oa{sa{sv}}}", let body = reply.body.first else {
+        guard reply.signature.rawValue == "a{oa{sa{sv}}}" else {
             throw BlueZError.unexpectedReply("GetManagedObjects returned \"\(reply.signature)\" instead of \"a{oa{sa{sv}}}\"")
         }
         do {
+            // Read in place, object by object (the body was left undecoded);
+            // a reply that was decoded anyway (it carried fds) is read whole.
+            if let tree = try reply.withBodyReader({ (r: inout DBusBodyReader) throws(DBusError) in try BlueZSnapshot(managedObjects: &r) }) {
+                return (tree, reply.sender, reply.serial)
+            }
+            guard let body = reply.body.first else { throw DBusError.malformedMessage("no argument") }
             return (try BlueZSnapshot(managedObjects: body), reply.sender, reply.serial)
         } catch {
             throw BlueZError.unexpectedReply("GetManagedObjects: \(error)")

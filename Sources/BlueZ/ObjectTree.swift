@@ -203,6 +203,30 @@ public struct BlueZSnapshot: Sendable, Equatable {
         }
     }
 
+    /// The same tree read in place from the reply's body in wire form
+    /// (``DBus/DBusConnection/call(destination:path:interface:member:arguments:timeout:flags:replyDecoding:)``
+    /// with `.onDemand`): one object's interfaces are decoded, added and
+    /// released before the next is read, so the only copy of the whole
+    /// reply is its bytes. The tree of `DBusValue`s the eager decoder built
+    /// for all objects at once was the gateway's start-up peak (a few KB per
+    /// device, gone a moment later but leaving the heap that large).
+    init(managedObjects reader: inout DBusBodyReader) throws(DBusError) {
+        self.init()
+        available = true
+        let end = try reader.beginArray(elementAlignment: 8)
+        while reader.hasElement(before: end) {
+            try reader.beginStruct()
+            let path = try ObjectPath(reader.readString())
+            let interfaces: [String: [String: DBusValue]] = try reader.readValue(Self.interfacesType).decode()
+            add(path, interfaces)
+        }
+        try reader.endArray(end)
+        guard reader.isAtEnd else { throw DBusError.malformedMessage("GetManagedObjects: bytes after its one argument") }
+    }
+
+    /// `a{sa{sv}}`: one object's interfaces and their properties.
+    static let interfacesType: DBusType = .dictionary(key: .string, value: .dictionary(key: .string, value: .variant))
+
     mutating func markUnavailable() {
         self = BlueZSnapshot()
     }

@@ -104,6 +104,14 @@ public struct DBusBodyReader {
     /// Whether the array ending at `end` has another element.
     public func hasElement(before end: Int) -> Bool { decoder.position < end }
 
+    /// After the last element of the array ending at `end`: throws unless
+    /// that element ended exactly there (it ran past the array's length).
+    public mutating func endArray(_ end: Int) throws(DBusError) {
+        guard decoder.position == end else {
+            throw .malformedMessage("an array element runs past the array's end at offset \(end)")
+        }
+    }
+
     /// Aligns to the start of a dictionary entry or struct.
     public mutating func beginStruct() throws(DBusError) { try decoder.align(8) }
 

@@ -14,6 +14,8 @@ struct CallTable {
         let completion: (Result<DBusMessage, DBusError>) -> Void
         let state: CallState?
         let onCancel: (() -> Void)?
+        /// The reply's body stays in wire form (``DBusBodyDecoding/onDemand``).
+        var lazyReply = false
     }
 
     private var pending: [UInt32: PendingCall] = [:]
@@ -32,6 +34,12 @@ struct CallTable {
         let deadline = now + UInt64(max(1, call.timeoutMs)) * 1_000_000
         deadlines.insert(CallDeadline(deadline: deadline, serial: serial, owner: call.state.map { ObjectIdentifier($0) }))
         call.state?.lock.withLock { call.state?.phase = .started(serial: serial) }
+    }
+
+    /// Whether the call sent with `serial` wants its reply's body undecoded.
+    func wantsLazyReply(_ serial: UInt32?) -> Bool {
+        guard let serial else { return false }
+        return pending[serial]?.lazyReply ?? false
     }
 
     /// The call a reply with `replySerial` answers, removed and marked

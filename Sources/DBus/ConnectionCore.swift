@@ -478,7 +478,7 @@ final class ConnectionCore: @unchecked Sendable {
     /// thread) to get the reply, an error reply, a timeout or a disconnect.
     func callOnLoop(
         _ message: CMessage, member: String, timeoutMs: Int, state: CallState?,
-        onCancel: (() -> Void)? = nil,
+        onCancel: (() -> Void)? = nil, lazyReply: Bool = false,
         completion: @escaping (Result<DBusMessage, DBusError>) -> Void
     ) {
         assertOnLoop()
@@ -491,7 +491,8 @@ final class ConnectionCore: @unchecked Sendable {
             completion(.failure(dead ? .disconnected : .outOfMemory))
             return
         }
-        calls.add(.init(member: member, timeoutMs: timeoutMs, completion: completion, state: state, onCancel: onCancel),
+        calls.add(.init(member: member, timeoutMs: timeoutMs, completion: completion, state: state, onCancel: onCancel,
+                        lazyReply: lazyReply),
                   serial: serial, now: monotonicNanoseconds())
     }
 
@@ -522,9 +523,11 @@ final class ConnectionCore: @unchecked Sendable {
     func handle(_ cmsg: OpaquePointer) -> Bool {
         let message: DBusMessage
         do {
-            // Signals stay undecoded for on-demand subscribers; everything
-            // else is decoded here, once.
-            let lazy = router.onDemandSinks > 0 && dbus_message_get_type(cmsg) == Int32(DBUS_MESSAGE_TYPE_SIGNAL)
+            // Signals stay undecoded for on-demand subscribers, a reply for a
+            // call that asked so; everything else is decoded here, once.
+            let type = dbus_message_get_type(cmsg)
+            let lazy = type == Int32(DBUS_MESSAGE_TYPE_SIGNAL) ? router.onDemandSinks > 0
+                : type == Int32(DBUS_MESSAGE_TYPE_METHOD_RETURN) && calls.wantsLazyReply(dbus_message_get_reply_serial(cmsg))
             message = try LibDBusCodec.decode(cmsg, cache: decodeCache, lazyBody: lazy)
         } catch {
             malformedCount += 1
@@ -591,7 +594,8 @@ final class ConnectionCore: @unchecked Sendable {
         let message: DBusMessage
         do {
             let fds = header.unixFDCount > 0 ? try framer.takeDescriptors(header.unixFDCount) : []
-            let lazy = router.onDemandSinks > 0 && header.kind == .signal
+            let lazy = header.kind == .signal ? router.onDemandSinks > 0
+                : header.kind == .methodReturn && calls.wantsLazyReply(header.replySerial)
             message = try WireDecoder.decodeBody(of: header, in: frame, cache: decodeCache, lazyBody: lazy, fds: fds)
         } catch {
             malformedCount += 1

@@ -138,17 +138,25 @@ public final class DBusConnection: Sendable {
     ///   ``DBusError/timedOut(member:milliseconds:)``, ``DBusError/disconnected``,
     ///   validation errors, or `CancellationError` when the task is cancelled
     ///   (the reply, if it comes, is then discarded).
+    ///
+    /// With `replyDecoding: .onDemand` the reply arrives with its body in wire
+    /// form, to be read in place with ``DBusMessage/withBodyReader(_:)``: for
+    /// large replies (GetManagedObjects of thousands of devices) whose
+    /// consumer keeps a little of each part, so that no tree of the whole
+    /// reply is ever built (a reply with Unix fds is decoded as usual).
     public func call(
         destination: String?, path: ObjectPath, interface: String?, member: String,
-        arguments: [DBusValue] = [], timeout: Duration = .seconds(25), flags: DBusMessage.Flags = []
+        arguments: [DBusValue] = [], timeout: Duration = .seconds(25), flags: DBusMessage.Flags = [],
+        replyDecoding: DBusBodyDecoding = .eager
     ) async throws -> DBusMessage {
         let message = DBusMessage(kind: .methodCall, flags: flags, path: path, interface: interface, member: member,
                                   destination: destination, body: arguments)
-        return try await call(message, timeout: timeout)
+        return try await call(message, timeout: timeout, replyDecoding: replyDecoding)
     }
 
     /// Sends a prepared method-call message and waits for the reply.
-    public func call(_ message: DBusMessage, timeout: Duration = .seconds(25)) async throws -> DBusMessage {
+    public func call(_ message: DBusMessage, timeout: Duration = .seconds(25),
+                     replyDecoding: DBusBodyDecoding = .eager) async throws -> DBusMessage {
         guard message.kind == .methodCall else { throw DBusError.invalidValue("call() needs a method call message") }
         if message.body.contains(where: { $0.containsUnixFD }) && !core.canPassUnixFDs {
             throw DBusError.notSupported("this connection cannot pass Unix file descriptors")
@@ -178,7 +186,8 @@ public final class DBusConnection: Sendable {
                         return
                     }
                     core.callOnLoop(cmsg, member: member, timeoutMs: timeoutMs, state: state,
-                                    onCancel: { cont.resume(throwing: CancellationError()) }) { result in
+                                    onCancel: { cont.resume(throwing: CancellationError()) },
+                                    lazyReply: replyDecoding == .onDemand) { result in
                         cont.resume(with: result.mapError { $0 as any Error })
                     }
                 }

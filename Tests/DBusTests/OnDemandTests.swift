@@ -63,6 +63,74 @@ import Testing
         }
     }
 
+    @Test func aCallCanLeaveItsReplyInWireFormAndOnlyThatCall() async throws {
+        try await withBus { bus in
+            let server = try await DBusConnection.connect(to: .address(bus.address))
+            let client = try await DBusConnection.connect(to: .address(bus.address))
+            let manager = try await server.exportObjectManager(at: .root)
+            let device = try await server.export("/org/bluez/hci0/dev_AA", interfaces: [
+                DBusExportedInterface(DBusInterfaceDescription("org.bluez.Device1", properties: [
+                    DBusPropertyDescription("RSSI", .int16), DBusPropertyDescription("Name", .string),
+                ]), values: ["RSSI": .int16(-50), "Name": .string("Ruuvi 1234")]),
+            ])
+            func managed(_ decoding: DBusBodyDecoding) async throws -> DBusMessage {
+                try await client.call(destination: server.uniqueName, path: .root, interface: "org.freedesktop.DBus.ObjectManager",
+                                      member: "GetManagedObjects", replyDecoding: decoding)
+            }
+            let lazy = try await managed(.onDemand)
+            let eager = try await managed(.eager)
+            #expect(lazy.isBodyDeferred && lazy.body.isEmpty && lazy.signature.rawValue == "a{oa{sa{sv}}}")
+            #expect(!eager.isBodyDeferred && eager.body.count == 1)
+            #expect(try lazy.decodedBody() == eager.body)
+            // Read in place: the object's path, then its interfaces.
+            let paths = try lazy.withBodyReader { (r: inout DBusBodyReader) throws(DBusError) -> [String] in
+                var paths: [String] = []
+                let end = try r.beginArray(elementAlignment: 8)
+                while r.hasElement(before: end) {
+                    try r.beginStruct()
+                    paths.append(try r.readString())
+                    try r.skip(.dictionary(key: .string, value: .dictionary(key: .string, value: .variant)))
+                }
+                try r.endArray(end)
+                return paths
+            }
+            #expect(paths == ["/org/bluez/hci0/dev_AA"])
+            // An error reply is an error either way, with its message.
+            do {
+                _ = try await client.call(destination: server.uniqueName, path: "/nowhere", interface: "org.freedesktop.DBus.Properties",
+                                          member: "GetAll", arguments: [.string("x.y")], replyDecoding: .onDemand)
+                Issue.record("a call to a missing object succeeded")
+            } catch let error as DBusError {
+                #expect(error.remoteName != nil)
+            }
+            withExtendedLifetime((manager, device)) {}
+        }
+    }
+
+    @Test func anArrayElementRunningPastTheArraysLengthIsAnError() throws {
+        // a{oa{sa{sv}}} whose array length (8) ends inside its first element.
+        var message = DBusMessage(kind: .methodReturn, replySerial: 1,
+                                  body: [.dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
+                                                     [DBusDictEntry(.objectPath("/a"), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), []))])])
+        let wire = try message.marshalled()
+        let bodyLength = Int(wire[4]) | Int(wire[5]) << 8
+        var body = Array(wire.suffix(bodyLength))
+        #expect(body[0] > 8)   // the array's length: the path "/a", padding, the empty inner array
+        body[0] = 8
+        message.rawBody = DBusRawBody(bytes: body, bigEndian: false, signature: message.signature)
+        #expect(throws: DBusError.self) {
+            try message.withBodyReader { (r: inout DBusBodyReader) throws(DBusError) in
+                let end = try r.beginArray(elementAlignment: 8)
+                while r.hasElement(before: end) {
+                    try r.beginStruct()
+                    _ = try r.readString()
+                    try r.skip(.dictionary(key: .string, value: .dictionary(key: .string, value: .variant)))
+                }
+                try r.endArray(end)
+            }
+        }
+    }
+
     @Test func readerFailsCleanlyOnMisreadsAndTruncation() throws {
         let raw = DBusRawBody(bytes: [3, 0, 0, 0, 0x61, 0x62, 0x63], bigEndian: false, signature: DBusSignature([.string]))
         var message = DBusMessage(kind: .signal, path: "/x", interface: "a.b", member: "C")
