@@ -432,7 +432,10 @@ public final class DeviceListPresenter: Presenter {
         if let pending = latest.timerDeadline, pending <= deadline { return }
         latest.timer?.cancel()
         latest.timerDeadline = deadline
-        let delay = Bounds.duration(seconds: deadline - now.clock) + .milliseconds(1)
+        // To the microsecond: the difference of two times in seconds since
+        // 1970 (no boot-time clock) carries ~10⁻⁷ s of rounding, and rounded
+        // up to the nanosecond 479 s became 479.000000001 s.
+        let delay = Bounds.duration(seconds: ((deadline - now.clock) * 1e6).rounded() / 1e6) + .milliseconds(1)
         let sleeper = self.sleeper, runtime = self.runtime
         let task = Task {
             do { try await sleeper.sleep(for: delay) } catch { return }
