@@ -270,7 +270,9 @@ public final class BlueZMirror: Sendable {
         do {
             // Read in place, object by object (the body was left undecoded);
             // a reply that was decoded anyway (it carried fds) is read whole.
-            if let tree = try reply.withBodyReader({ (r: inout DBusBodyReader) throws(DBusError) in try BlueZSnapshot(managedObjects: &r) }) {
+            if let tree = try reply.withBodyReader(sharingStrings: true, { (r: inout DBusBodyReader) throws(DBusError) in
+                try BlueZSnapshot(managedObjects: &r)
+            }) {
                 return (tree, reply.sender, reply.serial)
             }
             guard let body = reply.body.first else { throw DBusError.malformedMessage("no argument") }

@@ -49,11 +49,19 @@ public struct DBusMessage: Sendable {
     /// Reads the body in place, without building ``DBusValue`` trees: the
     /// fastest way to consume a flood of on-demand messages. Returns nil for
     /// a message whose body was already decoded (read ``body`` instead).
-    public func withBodyReader<T>(_ read: (inout DBusBodyReader) throws(DBusError) -> T) throws(DBusError) -> T? {
+    ///
+    /// `sharingStrings`: values read whole (``DBusBodyReader/readValue(_:)``)
+    /// share one copy of each dictionary key and signature that repeats in
+    /// the body — for a large reply whose values are kept (GetManagedObjects:
+    /// the same interface and property names for every object); a small
+    /// table is made for this read.
+    public func withBodyReader<T>(sharingStrings: Bool = false,
+                                  _ read: (inout DBusBodyReader) throws(DBusError) -> T) throws(DBusError) -> T? {
         guard let rawBody else { return nil }
+        let cache = sharingStrings ? DecodeCache(names: 256) : nil
         return try rawBody.bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<T, DBusError> in
             guard let base = raw.baseAddress ?? DBusRawBody.emptyBase else { return .failure(.malformedMessage("no body")) }
-            var reader = DBusBodyReader(decoder: WireDecoder(base: base, count: raw.count, bigEndian: rawBody.bigEndian))
+            var reader = DBusBodyReader(decoder: WireDecoder(base: base, count: raw.count, bigEndian: rawBody.bigEndian, cache: cache))
             do throws(DBusError) {
                 return .success(try read(&reader))
             } catch {

@@ -131,6 +131,42 @@ import Testing
         }
     }
 
+    @Test func aReaderSharingStringsKeepsOneCopyOfARepeatedKey() throws {
+        // Two objects with the same (long, so heap-allocated) interface name, as GetManagedObjects repeats it.
+        let interfaces: DBusType = .dictionary(key: .string, value: .dictionary(key: .string, value: .variant))
+        func object(_ path: String) -> DBusDictEntry {
+            DBusDictEntry(.objectPath(ObjectPath(unchecked: path)), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), [
+                DBusDictEntry(.string("org.example.SomeLongInterfaceName1"), .dictionary(key: .string, value: .variant, [DBusDictEntry(.string("RSSI"), .variant(.int16(-60)))])),
+            ]))
+        }
+        var message = DBusMessage(kind: .methodReturn, replySerial: 1, body: [.dictionary(key: .objectPath, value: interfaces, [object("/a"), object("/b")])])
+        let wire = try message.marshalled()
+        let bodyLength = Int(wire[4]) | Int(wire[5]) << 8 | Int(wire[6]) << 16 | Int(wire[7]) << 24
+        message.rawBody = DBusRawBody(bytes: Array(wire.suffix(bodyLength)), bigEndian: false, signature: message.signature)
+        func keys(sharing: Bool) throws -> [String] {
+            try #require(try message.withBodyReader(sharingStrings: sharing) { (r: inout DBusBodyReader) throws(DBusError) -> [String] in
+                var keys: [String] = []
+                let end = try r.beginArray(elementAlignment: 8)
+                while r.hasElement(before: end) {
+                    try r.beginStruct()
+                    _ = try r.readString()
+                    guard case let .dictionary(_, _, entries) = try r.readValue(interfaces), case let .string(k)? = entries.first?.key else { return [] }
+                    keys.append(k)
+                }
+                try r.endArray(end)
+                return keys
+            })
+        }
+        func storage(_ s: String) -> UnsafeRawPointer? {
+            var copy = s
+            return copy.withUTF8 { UnsafeRawPointer($0.baseAddress) }
+        }
+        let shared = try keys(sharing: true), separate = try keys(sharing: false)
+        #expect(shared == ["org.example.SomeLongInterfaceName1", "org.example.SomeLongInterfaceName1"] && separate == shared)
+        #expect(storage(shared[0]) == storage(shared[1]))
+        #expect(storage(separate[0]) != storage(separate[1]))
+    }
+
     @Test func readerFailsCleanlyOnMisreadsAndTruncation() throws {
         let raw = DBusRawBody(bytes: [3, 0, 0, 0, 0x61, 0x62, 0x63], bigEndian: false, signature: DBusSignature([.string]))
         var message = DBusMessage(kind: .signal, path: "/x", interface: "a.b", member: "C")
