@@ -525,9 +525,9 @@ final class ConnectionCore: @unchecked Sendable {
         do {
             // Signals stay undecoded for on-demand subscribers, a reply for a
             // call that asked so; everything else is decoded here, once.
-            let type = dbus_message_get_type(cmsg)
-            let lazy = type == Int32(DBUS_MESSAGE_TYPE_SIGNAL) ? router.onDemandSinks > 0
-                : type == Int32(DBUS_MESSAGE_TYPE_METHOD_RETURN) && calls.wantsLazyReply(dbus_message_get_reply_serial(cmsg))
+            let kind = dbus_message_get_type(cmsg)
+            let lazy = kind == Int32(DBUS_MESSAGE_TYPE_SIGNAL) ? router.onDemandSinks > 0
+                : kind == Int32(DBUS_MESSAGE_TYPE_METHOD_RETURN) && calls.wantsLazyReply(dbus_message_get_reply_serial(cmsg))
             message = try LibDBusCodec.decode(cmsg, cache: decodeCache, lazyBody: lazy)
         } catch {
             malformedCount += 1
