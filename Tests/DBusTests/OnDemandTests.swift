@@ -112,12 +112,10 @@ import Testing
         var message = DBusMessage(kind: .methodReturn, replySerial: 1,
                                   body: [.dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
                                                      [DBusDictEntry(.objectPath("/a"), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), []))])])
-        let wire = try message.marshalled()
-        let bodyLength = Int(wire[4]) | Int(wire[5]) << 8
-        var body = Array(wire.suffix(bodyLength))
-        #expect(body[0] > 8)   // the array's length: the path "/a", padding, the empty inner array
-        body[0] = 8
-        message.rawBody = DBusRawBody(bytes: body, bigEndian: false, signature: message.signature)
+        message = try withWireBody(message) { body in
+            #expect(body[0] > 8)   // the array's length: the path "/a", padding, the empty inner array
+            body[0] = 8
+        }
         #expect(throws: DBusError.self) {
             try message.withBodyReader { (r: inout DBusBodyReader) throws(DBusError) in
                 let end = try r.beginArray(elementAlignment: 8)
@@ -139,10 +137,8 @@ import Testing
                 DBusDictEntry(.string("org.example.SomeLongInterfaceName1"), .dictionary(key: .string, value: .variant, [DBusDictEntry(.string("RSSI"), .variant(.int16(-60)))])),
             ]))
         }
-        var message = DBusMessage(kind: .methodReturn, replySerial: 1, body: [.dictionary(key: .objectPath, value: interfaces, [object("/a"), object("/b")])])
-        let wire = try message.marshalled()
-        let bodyLength = Int(wire[4]) | Int(wire[5]) << 8 | Int(wire[6]) << 16 | Int(wire[7]) << 24
-        message.rawBody = DBusRawBody(bytes: Array(wire.suffix(bodyLength)), bigEndian: false, signature: message.signature)
+        let message = try withWireBody(DBusMessage(kind: .methodReturn, replySerial: 1,
+                                                   body: [.dictionary(key: .objectPath, value: interfaces, [object("/a"), object("/b")])]))
         func keys(sharing: Bool) throws -> [String] {
             try #require(try message.withBodyReader(sharingStrings: sharing) { (r: inout DBusBodyReader) throws(DBusError) -> [String] in
                 var keys: [String] = []
@@ -220,4 +216,17 @@ import Testing
             #expect(seen.snapshot.count == 500)
         }
     }
+}
+
+/// `message` as a call with `.onDemand` receives it: its body in wire form
+/// (little-endian, as libdbus marshals it), after `patch`.
+private func withWireBody(_ message: DBusMessage, patch: (inout [UInt8]) -> Void = { _ in }) throws -> DBusMessage {
+    let wire = try message.marshalled()
+    let bodyLength = Int(wire[4]) | Int(wire[5]) << 8 | Int(wire[6]) << 16 | Int(wire[7]) << 24
+    var body = Array(wire.suffix(bodyLength))
+    patch(&body)
+    var m = message
+    m.body = []
+    m.rawBody = DBusRawBody(bytes: body, bigEndian: false, signature: message.signature)
+    return m
 }
