@@ -12,6 +12,7 @@ public final class BlueZDeviceControl: DeviceControl {
     private let client: BlueZClient
     private let now: @Sendable () -> Date
     private let rssiLimit: Int
+    private let unwatchedPause: Duration
     private let bindkeys: @Sendable (BluetoothAddress) -> [UInt8]?
 
     private struct Subscriber {
@@ -36,9 +37,14 @@ public final class BlueZDeviceControl: DeviceControl {
     /// `rssiHistory`: how many RSSI samples are kept per device (0: none —
     /// the gateway shows no history, and 120 samples are ~2 KB per device).
     /// `profiles`: the device profiles in force (the repository's, so that both decode alike).
+    /// `unwatchedPause`: while nobody subscribes, how long advertisements
+    /// gather between two batches (so a device unwatched keeps at most about
+    /// one RSSI sample per pause).
     public init(client: BlueZClient, rssiHistory: Int = 120, bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
-                profiles: ProfileSource = ProfileSource(), now: @escaping @Sendable () -> Date = { Date() }) {
+                profiles: ProfileSource = ProfileSource(), unwatchedPause: Duration = .milliseconds(100),
+                now: @escaping @Sendable () -> Date = { Date() }) {
         self.state = Lock(State(decoded: AdvertisementCache(profiles: profiles)))
+        self.unwatchedPause = max(.zero, unwatchedPause)
         self.client = client
         self.bindkeys = bindkeys
         self.now = now
@@ -49,10 +55,10 @@ public final class BlueZDeviceControl: DeviceControl {
             // Advertisements come folded per device: one wake-up for all
             // that arrived while the last batch was handled.
             while let batch = await feed.next() {
-                guard let self else { return }
-                for event in batch.events { self.apply(event) }
-                if !batch.advertised.isEmpty { self.heard(batch.advertised) }
-                if batch.lost { self.apply(.resynchronized) }
+                guard let pause = self?.handle(batch) else { return }
+                if pause > .zero {
+                    do { try await Task.sleep(for: pause) } catch { return }
+                }
             }
         }
         follower.withLock { $0 = task }
@@ -111,6 +117,22 @@ public final class BlueZDeviceControl: DeviceControl {
         var removed: DeviceID?
         if case let .interfacesRemoved(path, names) = event, names.contains(BlueZInterface.device) { removed = DeviceID(path: path) }
         republish(everyone: everyone, removed: removed) { $0 == concerned }
+    }
+
+    /// Applies one batch of the feed; returns how long the follower lets the
+    /// next one gather. While no detail screen subscribes, what a batch
+    /// changes (when each device was last heard, RSSI samples) waits for a
+    /// subscriber anyway: `unwatchedPause` lets the feed fold advertisements
+    /// meanwhile — a gateway hearing a flood otherwise woke this task for
+    /// most advertisements only to note the time (a third of its wake-ups at
+    /// 200 changes/s, docs/PERFORMANCE.md "Seventh pass"). A subscriber's
+    /// first snapshot is sent at once (`details(of:)`); its device's later
+    /// changes come batch by batch, with no pause.
+    private func handle(_ batch: BlueZChangeFeed.Batch) -> Duration {
+        for event in batch.events { apply(event) }
+        if !batch.advertised.isEmpty { heard(batch.advertised) }
+        if batch.lost { apply(.resynchronized) }
+        return state.withLock { $0.subscribers.isEmpty } ? unwatchedPause : .zero
     }
 
     /// Advertisements of `ids` (each heard at least once since the last batch).
