@@ -35,6 +35,20 @@ final class ClientCore: Sendable {
         let continuation: AsyncStream<MQTTMessage>.Continuation
     }
 
+    /// Publishes whose acknowledgements one caller awaits at once: one
+    /// wake-up when the last arrives, not one per PUBACK.
+    struct AckBatch {
+        let mids: [Int32]
+        let topics: [String]
+        var pending: Set<Int32>
+        let continuation: CheckedContinuation<(acknowledged: Int, error: MQTTError?), Never>
+
+        /// How many from the start were acknowledged.
+        var acknowledged: Int { mids.firstIndex(where: pending.contains) ?? mids.count }
+        /// What was awaited when it stopped, for the error text.
+        var operation: String { "PUBACK for \(topics[min(acknowledged, topics.count - 1)])" }
+    }
+
     struct State {
         var connection: MQTTConnectionState = .disconnected(reason: "not connected yet")
         var closed = false
@@ -48,6 +62,10 @@ final class ClientCore: Sendable {
         /// Ids nobody will wait for (QoS 0 publishes, re-subscriptions): their
         /// acknowledgement is dropped instead of kept in `earlyAcks`.
         var unawaited: Set<Int32> = []
+        /// Publishes awaited together (`awaitAcks`), by token, and the token
+        /// awaiting each of their ids.
+        var batches: [Int: AckBatch] = [:]
+        var batchOf: [Int32: Int] = [:]
         var subscriptions: [Int: Subscription] = [:]
         var observers: [Int: AsyncStream<MQTTConnectionState>.Continuation] = [:]
         var nextToken = 0
@@ -164,12 +182,67 @@ final class ClientCore: Sendable {
     // MARK: Acknowledgements by message id
 
     func ackArrived(mid: Int32, _ ack: Ack) {
-        let waiter = state.withLock { s -> CheckedContinuation<Result<Ack, MQTTError>, Never>? in
-            if let w = s.ackWaiters.removeValue(forKey: mid) { return w.continuation }
+        locked { s, wakes in
+            if let token = s.batchOf.removeValue(forKey: mid) {
+                s.batches[token]?.pending.remove(mid)
+                if let batch = s.batches[token], batch.pending.isEmpty {
+                    s.batches[token] = nil
+                    wakes.append { batch.continuation.resume(returning: (batch.mids.count, nil)) }
+                }
+                return
+            }
+            if let w = s.ackWaiters.removeValue(forKey: mid) {
+                let c = w.continuation
+                wakes.append { c.resume(returning: .success(ack)) }
+                return
+            }
             if s.unawaited.remove(mid) == nil { s.earlyAcks[mid] = ack }
-            return nil
         }
-        waiter?.resume(returning: .success(ack))
+    }
+
+    /// Waits for the PUBACK/PUBCOMP of every id in `mids` (published in this
+    /// order, to `topics`), woken once when the last has arrived. Returns how
+    /// many from the start were acknowledged and, when not all were, why the
+    /// wait ended (the client closed, the task was cancelled): as many
+    /// one-by-one `awaitAck`s would, without a wake-up per acknowledgement.
+    func awaitAcks(_ mids: [Int32], topics: [String]) async -> (acknowledged: Int, error: MQTTError?) {
+        guard !mids.isEmpty, mids.count == topics.count else { return (mids.count, nil) }
+        let endpoint = self.endpoint
+        let token = state.withLock { s -> Int in
+            s.nextToken += 1
+            return s.nextToken
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { c in
+                let answer = state.withLock { s -> (acknowledged: Int, error: MQTTError?)? in
+                    var batch = AckBatch(mids: mids, topics: topics, pending: [], continuation: c)
+                    for mid in mids where s.earlyAcks.removeValue(forKey: mid) == nil { batch.pending.insert(mid) }
+                    if batch.pending.isEmpty { return (mids.count, nil) }
+                    if s.closed { return (batch.acknowledged, .closed(endpoint: endpoint)) }
+                    if Task.isCancelled {
+                        s.unawaited.formUnion(batch.pending)
+                        return (batch.acknowledged, .cancelled(endpoint: endpoint, operation: batch.operation))
+                    }
+                    for mid in batch.pending { s.batchOf[mid] = token }
+                    s.batches[token] = batch
+                    return nil
+                }
+                if let answer { c.resume(returning: answer) }
+            }
+        } onCancel: {
+            // Runs holding the task's runtime lock: take `state`, wake nobody under it.
+            let ended = state.withLock { s -> AckBatch? in
+                guard let batch = s.batches.removeValue(forKey: token) else { return nil }
+                for mid in batch.pending {
+                    s.batchOf[mid] = nil
+                    s.unawaited.insert(mid)
+                }
+                return batch
+            }
+            if let ended {
+                ended.continuation.resume(returning: (ended.acknowledged, .cancelled(endpoint: endpoint, operation: ended.operation)))
+            }
+        }
     }
 
     /// Nobody waits for `mid`'s acknowledgement.
@@ -268,6 +341,10 @@ final class ClientCore: Sendable {
             let waiting = s.ackWaiters.values.map(\.continuation)
             wakes.append { for c in waiting { c.resume(returning: .failure(.closed(endpoint: endpoint))) } }
             s.ackWaiters.removeAll()
+            let batches = Array(s.batches.values)
+            wakes.append { for b in batches { b.continuation.resume(returning: (b.acknowledged, .closed(endpoint: endpoint))) } }
+            s.batches.removeAll()
+            s.batchOf.removeAll()
             s.earlyAcks.removeAll()
             s.unawaited.removeAll()
             let subs = Array(s.subscriptions.values)

@@ -212,24 +212,27 @@ public final class MQTTClient: Sendable {
     /// (those may still reach the broker: a caller that sends them again
     /// publishes them twice, which QoS 1 allows).
     public func publish(_ messages: [MQTTMessage]) async -> (acknowledged: Int, error: MQTTError?) {
-        var waiting: [(mid: Int32?, topic: String)] = []
-        waiting.reserveCapacity(messages.count)
+        // The ids to await (QoS ≥ 1), their topics, and where each is in `messages`.
+        var mids: [Int32] = [], topics: [String] = [], positions: [Int] = []
+        var sent = 0
         var sendError: MQTTError?
         for message in messages {
-            do throws(MQTTError) { waiting.append((try send(message), message.topic)) } catch {
+            do throws(MQTTError) {
+                if let mid = try send(message) {
+                    mids.append(mid)
+                    topics.append(message.topic)
+                    positions.append(sent)
+                }
+                sent += 1
+            } catch {
                 sendError = error
                 break
             }
         }
-        for (index, entry) in waiting.enumerated() {
-            guard let mid = entry.mid else { continue }
-            if case let .failure(error) = await core.awaitAck(mid: mid, kind: .publish, operation: "PUBACK for \(entry.topic)") {
-                // The rest will not be awaited: nobody waits for their ids.
-                for later in waiting[(index + 1)...] { if let m = later.mid { core.forget(mid: m) } }
-                return (index, error)
-            }
-        }
-        return (waiting.count, sendError)
+        // One wake-up for the batch, when its last acknowledgement arrives.
+        let (acknowledged, error) = await core.awaitAcks(mids, topics: topics)
+        if let error, acknowledged < positions.count { return (positions[acknowledged], error) }
+        return (sent, sendError)
     }
 
     /// Hands `message` to libmosquitto; the message id to await for QoS ≥ 1, nil for QoS 0.

@@ -72,6 +72,37 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
         }
     }
 
+    @Test func aBatchAwaitedWholeStopsWhereItsAcknowledgementsStop() async throws {
+        try await withBroker { broker in
+            let publisher = try await MQTTClient.connect(configuration(broker, "batch-stop"))
+            let (first, firstError) = await publisher.publish((0..<5).map { MQTTMessage(topic: "stop/\($0)", text: "a", qos: .atLeastOnce) })
+            #expect(first == 5 && firstError == nil)
+            // A blackholed broker: nothing is acknowledged. QoS 0 counts as
+            // sent once handed over, so the batch stops at the first QoS 1.
+            broker.freeze()
+            let waiting = Task {
+                await publisher.publish([MQTTMessage(topic: "stop/q0", text: "b"),
+                                         MQTTMessage(topic: "stop/m1", text: "c", qos: .atLeastOnce),
+                                         MQTTMessage(topic: "stop/m2", text: "d", qos: .atLeastOnce)])
+            }
+            try await Task.sleep(for: .milliseconds(200))
+            waiting.cancel()
+            let (acknowledged, error) = await waiting.value
+            broker.thaw()
+            #expect(acknowledged == 1)
+            #expect(error == .cancelled(endpoint: publisher.core.endpoint, operation: "PUBACK for stop/m1"), "\(String(describing: error))")
+            // The client goes on; the cancelled batch's late acknowledgements
+            // are dropped when they come (before this one's), not kept.
+            let (after, afterError) = await publisher.publish([MQTTMessage(topic: "stop/after", text: "e", qos: .atLeastOnce)])
+            #expect(after == 1 && afterError == nil)
+            let leftOver = publisher.core.state.withLock { s in
+                s.batches.count + s.batchOf.count + s.earlyAcks.count + s.unawaited.count + s.ackWaiters.count
+            }
+            #expect(leftOver == 0)
+            await publisher.disconnect()
+        }
+    }
+
     @Test func retainedMessageReachesLateSubscriberWithRetainFlag() async throws {
         try await withBroker { broker in
             let publisher = try await MQTTClient.connect(configuration(broker, "pub"))
