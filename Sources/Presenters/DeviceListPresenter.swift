@@ -274,10 +274,12 @@ public final class DeviceListPresenter: Presenter {
                 s.devices = .unavailable(.bluetooth(snapshot.availability))
                 s.formats = []
             } else {
-                let sorted = DeviceListPresenter.kept(snapshot.devices, filter: s.filter, sort: s.sort, now: time,
-                                                      expiry: expiry, watches: watches)
+                // The sorted array goes before the rows are built (at 10,000
+                // devices each copy of the list is megabytes).
+                let sorted = ChunkedArray(DeviceListPresenter.kept(snapshot.devices, filter: s.filter, sort: s.sort, now: time,
+                                                                   expiry: expiry, watches: watches))
                 s.devices = .loaded(ChunkedArray(sorted.lazy.map { DeviceListPresenter.row($0, now: time, expiry: expiry, watches: watches) }))
-                latest.sorted = ChunkedArray(sorted)
+                latest.sorted = sorted
                 latest.formatCounts = snapshot.devices.reduce(into: [:]) { counts, d in if let f = d.format { counts[f, default: 0] += 1 } }
                 s.formats = latest.formatCounts.keys.sorted()
             }
@@ -314,26 +316,30 @@ public final class DeviceListPresenter: Presenter {
         let needle = filter.text.lowercased()
         // First every check that can send us to a rebuild, on the list as it is
         // (whether a device is in it does not depend on the others' moves).
-        var moves: [(old: DeviceRecord, new: DeviceRecord)] = []
+        // The ids only: both records are read again below (O(1) each), so
+        // that a snapshot changing every device (the first advertisements
+        // of a crowd) does not hold two copies of each record here.
+        var moves: [DeviceID] = []
         moves.reserveCapacity(ids.count)
         for id in ids {
-            guard let record = snapshot.record(id), let old = previous.record(id) else { return false }
+            guard snapshot.record(id) != nil, let old = previous.record(id) else { return false }
             let at = Self.insertionIndex(of: old, in: sorted, sort: sort)
             let there = at < sorted.count && sorted[at].id == id
             if !there, Self.keeps(old, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
                 return false   // it should have been there: rebuild
             }
-            moves.append((old, record))
+            moves.append(id)
         }
         // Then the moves.
         var formatsChanged = false
         var changes = RowChanges()
+        changes.rows.reserveCapacity(moves.count)
         let latest = self.latest
         store.modify { s in
             guard case var .loaded(rows) = s.devices else { return }
             s.devices = .loading
-            for (old, record) in moves {
-                let id = record.id
+            for id in moves {
+                guard let old = previous.record(id), let record = snapshot.record(id) else { continue }
                 if old.format != record.format {
                     formatsChanged = true
                     if let f = old.format { latest.formatCounts[f, default: 1] -= 1; if latest.formatCounts[f] == 0 { latest.formatCounts[f] = nil } }
@@ -362,7 +368,7 @@ public final class DeviceListPresenter: Presenter {
         }
         latest.sorted = sorted
         // The changed devices' next stale or expiry time (the pending timer keeps an earlier one).
-        schedule(Self.nextTransition(moves.lazy.map(\.new), after: time, expiry: expiry), now: time)
+        schedule(Self.nextTransition(moves.lazy.compactMap { snapshot.record($0) }, after: time, expiry: expiry), now: time)
         return true
     }
 
@@ -471,8 +477,10 @@ public final class DeviceListPresenter: Presenter {
     static func kept(_ devices: some Sequence<DeviceRecord>, filter: Filter, sort: Sort, now: Moment, expiry: Expiry,
                      watches: [BluetoothAddress: ConnectionStatus]) -> [DeviceRecord] {
         let needle = filter.text.lowercased()
-        return devices.filter { keeps($0, filter: filter, needle: needle, now: now, expiry: expiry, watches: watches) }
-            .sorted { comesBefore($0, $1, sort: sort) }
+        // One array, sorted in place (`filter` then `sorted` made two).
+        var kept = devices.filter { keeps($0, filter: filter, needle: needle, now: now, expiry: expiry, watches: watches) }
+        kept.sort { comesBefore($0, $1, sort: sort) }
+        return kept
     }
 
     /// Whether the list shows `d` (`needle`: the filter text, lowercased).
