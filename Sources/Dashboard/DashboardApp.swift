@@ -6,8 +6,17 @@ import TerminalUI
 /// changed. It sleeps while nothing happens: no timers run unless something
 /// on screen moves (see `DashboardScreen.nextTickInterval`).
 public enum DashboardApp {
-    /// The shortest time between two frames: 30 frames per second.
+    /// The time between two frames: 30 frames per second.
     public static let frameInterval: Duration = .milliseconds(33)
+    /// How much sooner than `frameInterval` after the last frame an event is
+    /// still drawn at once. The device repository publishes at most once per
+    /// frame interval (`DomainServices.Configuration.publishInterval`), so in
+    /// a flood its states arrive about one interval apart, each a little
+    /// early or late; drawn at once, they need no timer (a timer per frame —
+    /// a task, a sleep, a wake-up of Dispatch's timer thread and one of the
+    /// pool — was a fifth of the dashboard's wake-ups at 300 changes/s).
+    /// At most ~34 frames per second.
+    static let frameSlack: Duration = .milliseconds(4)
 
     /// Runs until the user quits or a terminating signal arrives. The
     /// terminal is restored before returning (and by the session itself on
@@ -73,8 +82,9 @@ public enum DashboardApp {
             // At most one frame per interval: an event right after a frame is
             // drawn with whatever else arrives until the interval ends (a
             // flood of list states costs one frame per interval); a key after
-            // a quiet spell is drawn at once.
-            if clock.now - lastDraw >= Self.frameInterval {
+            // a quiet spell, or a state about one interval after the last
+            // frame, is drawn at once.
+            if clock.now - lastDraw >= Self.frameInterval - Self.frameSlack {
                 draw()
             } else if !frameScheduled {
                 frameScheduled = true

@@ -28,7 +28,9 @@ public struct DomainServices: Sendable {
         public var showRemembered: Bool
         /// Only devices offering one of these services; empty: every device.
         public var services: Set<String>
-        /// How often the device repository publishes a snapshot at most.
+        /// How often the device repository publishes a snapshot at most:
+        /// for the dashboard, its frame interval (`DashboardApp.frameInterval`,
+        /// 33 ms), so that a flood brings one state per frame.
         public var publishInterval: Duration
         /// RSSI samples kept per device for the detail view's history (0: none).
         public var rssiHistory: Int
@@ -37,7 +39,7 @@ public struct DomainServices: Sendable {
 
         /// The dashboard's defaults.
         public init(adapter: String? = nil, bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
-                    showRemembered: Bool = true, services: Set<String> = [], publishInterval: Duration = .milliseconds(25),
+                    showRemembered: Bool = true, services: Set<String> = [], publishInterval: Duration = .milliseconds(33),
                     rssiHistory: Int = 120, profiles: ProfileSource = ProfileSource()) {
             self.profiles = profiles
             self.adapter = adapter
