@@ -45,9 +45,17 @@ final class RecorderBox: Sendable {
         // Per device, the same readings in the same order. (Which device shows
         // its first reading first depends on how the original run's first
         // burst of devices was coalesced, so devices are compared by address.)
+        // One difference is allowed at the start: in real time a device's
+        // first frame and its first change can come within one repository
+        // interval and reach the presenter as one snapshot, so the original
+        // run never saw the first frame; the recording has both, and the
+        // replay at full speed shows both.
         #expect(Set(replayed.map(\.address)) == Set(original.map(\.address)))
-        #expect(Dictionary(uniqueKeysWithValues: replayed.map { ($0.address, $0.readings) })
-                == Dictionary(uniqueKeysWithValues: original.map { ($0.address, $0.readings) }))
+        for device in original {
+            let again = replayed.first { $0.address == device.address }?.readings ?? []
+            let same = again == device.readings || (again.count == device.readings.count + 1 && Array(again.dropFirst()) == device.readings)
+            #expect(same, "\(device.address): \(device.readings) originally, \(again) replayed")
+        }
     }
 
     /// At max speed every change reaches the presenter, however close together.
