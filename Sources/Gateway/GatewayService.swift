@@ -152,9 +152,20 @@ public struct GatewayService: Service {
         // group to stop too: a signal that arrives before the group's own
         // sources exist would otherwise reach only this one and be lost
         // (a gateway that ran on after SIGINT, seen in GatewayLivenessTests).
+        //
+        // Not `signal(SIG_IGN)` first, on Linux: libdispatch installs its own
+        // handler there when the manager thread registers the source, a
+        // moment after `resume()`, and a signal ignored in between was
+        // discarded by the kernel — a gateway sent SIGTERM in that moment
+        // ran on until killed (GatewayLivenessTests, once in CI). Until the
+        // source is registered the signal keeps its default action and ends
+        // the process, as before this function. (Darwin's kqueue source
+        // needs the signal ignored, as swift-service-lifecycle does there.)
         let queue = DispatchQueue(label: "blecompanion.stop-intake")
         var sources = [SIGTERM, SIGINT].map { number -> any DispatchSourceSignal in
+            #if canImport(Darwin)
             signal(number, SIG_IGN)
+            #endif
             let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
             source.setEventHandler {
                 runtime.stopIngesting()
