@@ -61,18 +61,23 @@ public final class TerminalSession: Sendable {
         _ = fcntl(wake[0], F_SETFD, FD_CLOEXEC)
         _ = fcntl(wake[1], F_SETFD, FD_CLOEXEC)
         let core = Core(input: input, output: output, mouse: mouse, saved: saved, wakeRead: wake[0], wakeWrite: wake[1])
+        // Signals before raw mode: one that comes before the handlers are
+        // registered ends the process by its default action with the
+        // terminal as it was; one that comes after is the session's (a stop
+        // closes the core, and `enter` then leaves the terminal alone).
+        if handleSignals { SignalHub.shared.attach(core) }
         do {
             try core.enter()
         } catch {
-            Glibc.close(wake[0])
-            Glibc.close(wake[1])
+            // Detaches the signals and closes both ends of the wake pipe
+            // (once, whether or not a signal closed the core meanwhile).
+            core.closeWithoutReader()
             throw error
         }
         if let failure = core.startReader() {
             core.closeWithoutReader()
             throw TerminalError.system(call: "pthread_create", errno: failure)
         }
-        if handleSignals { SignalHub.shared.attach(core) }
         return TerminalSession(core: core)
     }
 
@@ -174,6 +179,10 @@ final class Core: Sendable {
         var readerExited = false
     }
     let state = Lock(State())
+    /// Held across `enter` and `leave` (system calls and writes, which the
+    /// state lock is not held over), so that a signal's `close()` racing
+    /// `open()`'s `enter()` always ends with the terminal left, not raw.
+    private let modes = Lock<Void>(())
 
     init(input: Int32, output: Int32, mouse: Bool, saved: termios, wakeRead: Int32, wakeWrite: Int32) {
         self.input = input
@@ -202,22 +211,29 @@ final class Core: Sendable {
             cc[Int(VMIN)] = 1
             cc[Int(VTIME)] = 0
         }
-        guard tcsetattr(input, TCSANOW, &raw) == 0 else { throw TerminalError.system(call: "tcsetattr", errno: errno) }
-        Self.writeAll(output, TerminalSession.enterSequence(mouse: mouse))
-        state.withLock { $0.entered = true }
+        try modes.withLock { _ throws(TerminalError) in
+            // A signal may have closed the core already (open() attaches
+            // the signals first): then the terminal stays as it is.
+            guard !state.withLock({ $0.closed }) else { return }
+            guard tcsetattr(input, TCSANOW, &raw) == 0 else { throw TerminalError.system(call: "tcsetattr", errno: errno) }
+            Self.writeAll(output, TerminalSession.enterSequence(mouse: mouse))
+            state.withLock { $0.entered = true }
+        }
     }
 
     /// Leaves our modes (if in them): sequences first, then the saved termios.
     func leave() {
-        let wasEntered = state.withLock { s in
-            defer { s.entered = false }
-            return s.entered
+        modes.withLock { _ in
+            let wasEntered = state.withLock { s in
+                defer { s.entered = false }
+                return s.entered
+            }
+            guard wasEntered else { return }
+            Self.writeAll(output, TerminalSession.leaveSequence(mouse: mouse))
+            var original = saved
+            // TCSADRAIN: the sequences above are out before the settings change.
+            _ = tcsetattr(input, TCSADRAIN, &original)
         }
-        guard wasEntered else { return }
-        Self.writeAll(output, TerminalSession.leaveSequence(mouse: mouse))
-        var original = saved
-        // TCSADRAIN: the sequences above are out before the settings change.
-        _ = tcsetattr(input, TCSADRAIN, &original)
     }
 
     /// Everything back, reader stopped, signal handlers removed, stream ended. Idempotent.
@@ -422,15 +438,18 @@ final class SignalHub: Sendable {
             s.sessions.append(core)
             guard s.sources.isEmpty else { return }
             for sig in Self.signals {
-                // The usual Dispatch pattern: the default action must not run
-                // (libdispatch then routes the signal to its signalfd). A
-                // signal already ignored or handled (say, by another source)
-                // is left as it is.
-                let previous = signal(sig, SIG_IGN)
-                if previous == nil {
+                // The disposition is only read, never set to SIG_IGN first
+                // (the Darwin pattern): on Linux libdispatch installs its own
+                // handler when the manager thread registers the source, and
+                // a signal ignored until then is discarded by the kernel — a
+                // SIGTERM in that moment left the dashboard running. Until
+                // registration the signal keeps its default action, which
+                // (the terminal not yet in raw mode, see `open`) is right.
+                var previous = sigaction()
+                if sigaction(sig, nil, &previous) == 0,
+                   previous.__sigaction_handler.sa_handler == nil,
+                   previous.sa_flags & SA_SIGINFO == 0 {
                     s.hadDefault.insert(sig)
-                } else {
-                    signal(sig, previous)
                 }
                 let source = DispatchSource.makeSignalSource(signal: sig, queue: queue)
                 source.setEventHandler { [self] in handle(sig) }

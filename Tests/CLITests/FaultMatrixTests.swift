@@ -317,6 +317,54 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
             if scanning { #expect(status == 0, "signal \(signal) once scanning: status \(status.map(String.init) ?? "none")\n\(text)") }
         }
     }
+
+    /// `demo --text` starts a dbus-daemon of its own. SIGTERM or SIGINT at
+    /// any moment (before its handlers exist, while the daemon starts, while
+    /// the simulator and the scan run) ends it within 10 s — by its default
+    /// action before it has started anything, else by stopping the daemon
+    /// and exiting 128 + signal — and no daemon or bus directory is left
+    /// (the daemon has no parent-death signal: a demo killed after starting
+    /// it would leave it running for good).
+    @Test func theTextDemoLeavesNoBusDaemonBehindWhateverTheMomentOfASignal() async throws {
+        let dir = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var environment = ProcessInfo.processInfo.environment
+        for (signal, delay) in [(SIGTERM, 0.0), (SIGINT, 0.01), (SIGTERM, 0.025), (SIGTERM, 0.05), (SIGINT, 0.08),
+                                (SIGTERM, 0.12), (SIGTERM, 0.2), (SIGINT, 0.35), (SIGTERM, 0.6), (SIGTERM, 1.2)] {
+            // Its own TMPDIR: the private bus's directory, and the daemon's
+            // command line (its config file), name it. Short: the bus's
+            // socket path must fit a sockaddr_un (108 bytes).
+            let tmp = FileManager.default.temporaryDirectory.appendingPathComponent("bcd-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: tmp) }
+            environment["TMPDIR"] = tmp.path
+            let err = dir.appendingPathComponent("demo-\(signal)-\(delay).err")
+            let demo = try spawn(try builtExecutable("blecompanion"), ["demo", "--text", "--skip-doctor", "--duration", "5"],
+                                 environment: environment, stderr: err.path)
+            try await Task.sleep(for: .seconds(delay))
+            kill(demo, signal)
+            let status = await exitStatus(demo, within: 10)
+            if status == nil { kill(demo, SIGKILL); _ = waitForExit(demo) }
+            let text = (try? String(contentsOf: err, encoding: .utf8)) ?? ""
+            #expect(status == 128 + signal, "signal \(signal) after \(delay) s: status \(status.map(String.init) ?? "none (still running 10 s later)")\n\(text)")
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: tmp.path)) ?? []
+            #expect(left.isEmpty, "signal \(signal) after \(delay) s: left in TMPDIR: \(left)\n\(text)")
+            let daemons = processes(commandLineContaining: tmp.path)
+            #expect(daemons.isEmpty, "signal \(signal) after \(delay) s: still running: \(daemons)")
+            for pid in daemons { kill(pid, SIGKILL) }
+        }
+    }
+
+    /// Processes whose command line contains `text` (from /proc).
+    func processes(commandLineContaining text: String) -> [pid_t] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry),
+                  let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+            let line = String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+            return line.contains(text) ? pid : nil
+        }
+    }
 }
 
 /// SIGTERM, SIGHUP and SIGINT at every stage of the dashboard's start-up
@@ -348,6 +396,38 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
             let modes = after.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
             #expect(modes.contains("icanon") && !modes.contains("-icanon"), "SIG\(name) after \(delay) s:\n\(after)")
             #expect(modes.contains("echo") && !modes.contains("-echo"), "SIG\(name) after \(delay) s:\n\(after)")
+        }
+    }
+}
+
+/// SIGTERM timed from the dashboard's exec (`timeout --foreground`, which
+/// leaves it in the terminal's foreground group) in steps finer than its
+/// start-up: the moments around the signal handlers' registration and raw
+/// mode. Before them the default action ends it with the terminal as it
+/// was; after, a clean stop. A dashboard that ignored the signal while its
+/// handlers were being registered ran on (the lost-SIGTERM window the
+/// gateway had, f1e379c); one killed between raw mode and its handlers
+/// left the shell without echo.
+@Suite(.timeLimit(.minutes(3)), .serialized) struct FaultMatrixDashboardEarlySignalTests {
+    @Test func aSigtermAnyMillisecondsAfterExecLeavesTheTerminalAsItWas() async throws {
+        let simulator = try await SimulatorProcess.start("test-basic.json")
+        defer { simulator.stop() }
+        // Every 2.5 ms through the first 60 ms (the handlers are registered
+        // about 28 ms after exec, here, within about 1.5 ms of raw mode),
+        // then coarser through the connection and the first frames.
+        let fine = (2...24).map { Double($0) * 0.0025 }
+        for delay in fine + [0.08, 0.12, 0.2, 0.3, 0.45] {
+            let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-sig-\(UUID().uuidString)")
+            defer { try? FileManager.default.removeItem(at: state) }
+            let command = "timeout --foreground --preserve-status \(delay) '\(try DoctorCLI.executable())' dashboard --bus '\(simulator.address)' --state-dir '\(state.path)'"
+            let script = "\(command); echo EXIT=\\$?; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo; echo DONE; sleep 30"
+            let t = try await offPool { try Tmux(width: 100, height: 30, command: "sh -c \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"") }
+            defer { t.stop() }
+            guard let after = await t.waitFor("SIGTERM after \(delay) s: DONE", seconds: 15, { $0.contains("DONE") }) else { continue }
+            #expect(after.contains("EXIT=0") || after.contains("EXIT=143"), "SIGTERM after \(delay) s:\n\(after)")
+            let modes = after.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+            #expect(modes.contains("icanon") && !modes.contains("-icanon"), "SIGTERM after \(delay) s:\n\(after)")
+            #expect(modes.contains("echo") && !modes.contains("-echo"), "SIGTERM after \(delay) s:\n\(after)")
         }
     }
 }
