@@ -2,7 +2,6 @@ import Bounds
 import ArgumentParser
 import BLEParsing
 import BluetoothHCI
-import Dispatch
 import Foundation
 
 /// `blecompanion capture --out FILE.btsnoop`: the kernel's HCI monitor
@@ -35,6 +34,9 @@ struct CaptureCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // Caught from here on (kept until the reader is running), so that a
+        // SIGINT or SIGTERM at any moment leaves a closed, readable file.
+        StopSignals.install()
         let monitor: HCIMonitor
         do { monitor = try HCIMonitor() } catch {
             switch error {
@@ -57,16 +59,13 @@ struct CaptureCommand: AsyncParsableCommand {
         }
         handle.seekToEndOfFile()
 
-        // Signals and the duration stop the reader; it then returns nil.
-        signal(SIGINT, SIG_IGN)
-        signal(SIGTERM, SIG_IGN)
-        let sources = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
-            let source = DispatchSource.makeSignalSource(signal: number)
-            source.setEventHandler { monitor.stop() }
-            source.resume()
-            return source
+        // Signals and the duration stop the reader; it then returns nil. A
+        // signal caught since `run()` began is kept by ``StopSignals`` and
+        // stops it at once.
+        let signalled = Task {
+            if await StopSignals.wait() != nil { monitor.stop() }
         }
-        defer { sources.forEach { $0.cancel() } }
+        defer { signalled.cancel() }
         let timer = duration.map { seconds in
             Task {
                 try? await Task.sleep(for: Bounds.duration(seconds: seconds))

@@ -3,7 +3,6 @@ import BLEParsing
 import BlueZ
 import BlueZSimulator
 import DBus
-import Dispatch
 import Foundation
 import ScenarioFormat
 import TerminalUI
@@ -67,6 +66,9 @@ struct DemoCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         let bus: PrivateBus
+        // From here a signal is caught (not the default action), so that it
+        // cannot end the process between the daemon's start and the stopper.
+        StopSignals.install()
         do {
             bus = try PrivateBus.start()
         } catch {
@@ -223,28 +225,22 @@ struct DemoCommand: AsyncParsableCommand {
 }
 
 /// Stops the private bus and exits when SIGINT or SIGTERM arrives, so an
-/// interrupted demo never leaves a dbus-daemon behind.
-final class SignalStopper: @unchecked Sendable {
-    // Written once in init, cancelled once; DispatchSource is thread-safe.
-    private let sources: [any DispatchSourceSignal]
+/// interrupted demo never leaves a dbus-daemon behind. ``StopSignals`` is
+/// installed before the bus starts: a signal that comes while it starts is
+/// kept and acted on here as soon as the bus exists.
+final class SignalStopper: Sendable {
+    private let waiter: Task<Void, Never>
 
     init(bus: PrivateBus) {
-        var made: [any DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler {
-                bus.stop()
-                exit(128 + sig)
-            }
-            source.resume()
-            made.append(source)
+        waiter = Task {
+            guard let sig = await StopSignals.wait() else { return }
+            bus.stop()
+            exit(128 + sig)
         }
-        sources = made
     }
 
     func cancel() {
-        for s in sources { s.cancel() }
+        waiter.cancel()
     }
 }
 

@@ -440,7 +440,34 @@ class Suite:
             fmt = FORMATS[address]
             got = [d["format"] for d in readings.get(address, {}).get("decoded", [])]
             check(fmt in got, f"replayed {address}: decoded {got}, expected {fmt}")
-        return f"{len(addresses)} devices captured, imported and replayed with the same formats"
+        # Ctrl-C / SIGTERM instead of --duration: at once (under TCG the
+        # process may not have reached its handlers: the signal's default
+        # action is then right), and once it has written the file's header
+        # (its handlers are in place: exit 0 with a readable file), at once
+        # and a second later. Never a capture that runs on.
+        for sig, ready, delay in ((signal.SIGTERM, False, 0.0), (signal.SIGINT, True, 0.0), (signal.SIGTERM, True, 1.0)):
+            stopped = os.path.join(work, f"stopped-{int(sig)}-{ready}-{delay}.btsnoop")
+            cap = self.spawn("capture", "--out", stopped)
+            if ready:
+                deadline = time.monotonic() + 30
+                while (not os.path.exists(stopped) or os.path.getsize(stopped) < 16) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            time.sleep(delay)
+            cap.send_signal(sig)
+            try:
+                _, err = cap.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                cap.kill()
+                cap.communicate()
+                raise Failed(f"capture ran on 10 s after {sig.name} ({'after its header' if ready else 'at once'}, +{delay} s)")
+            what = f"capture stopped by {sig.name} ({'after its header' if ready else 'at once'}, +{delay} s)"
+            self.log(f"{what} -> {cap.returncode}\n{err[-500:]}")
+            check(cap.returncode == 0 or (not ready and cap.returncode == -int(sig)), f"{what} exited {cap.returncode}: {err[-300:]}")
+            if cap.returncode == 0:
+                with open(stopped, "rb") as f:
+                    header = f.read(16)
+                check(header[:8] == b"btsnoop\0" and "written to" in err, f"{what}: header {header!r}, {err[-300:]}")
+        return f"{len(addresses)} devices captured, imported and replayed with the same formats; capture stops on signals"
 
     def w_record_simulate(self):
         work = tempfile.mkdtemp(prefix="record-")
