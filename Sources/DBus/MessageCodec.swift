@@ -32,3 +32,22 @@ extension DBusMessage {
         try LibDBusCodec.marshal(self, serial: serial)
     }
 }
+
+extension DBusMessage {
+    /// This message as a subscription made with `decoding: .onDemand`
+    /// delivers it: no decoded arguments, the body kept in wire form
+    /// (little-endian, as libdbus marshals it), after `patch` — which tests
+    /// use to damage it on purpose. For tests of the code that reads such
+    /// bodies (``withBodyReader(_:)``) without a bus.
+    package func deferringBody(patch: (inout [UInt8]) -> Void = { _ in }) throws(DBusError) -> DBusMessage {
+        let wire = try marshalled()
+        // The header's bytes 4–7: the body's length (little-endian).
+        let bodyLength = Int(wire[4]) | Int(wire[5]) << 8 | Int(wire[6]) << 16 | Int(wire[7]) << 24
+        var bytes = Array(wire.suffix(bodyLength))
+        patch(&bytes)
+        var message = self
+        message.body = []
+        message.rawBody = DBusRawBody(bytes: bytes, bigEndian: false, signature: signature)
+        return message
+    }
+}

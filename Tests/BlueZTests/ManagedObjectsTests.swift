@@ -19,18 +19,6 @@ import Testing
         return DBusMessage(kind: .methodReturn, replySerial: 1, body: [.dictionary(key: .objectPath, value: interfacesType, entries)])
     }
 
-    /// `message` with its body in wire form, as a call with `.onDemand` receives it.
-    static func deferred(_ message: DBusMessage, patch: (inout [UInt8]) -> Void = { _ in }) throws -> DBusMessage {
-        let wire = try message.marshalled()
-        let bodyLength = Int(wire[4]) | Int(wire[5]) << 8 | Int(wire[6]) << 16 | Int(wire[7]) << 24
-        var body = Array(wire.suffix(bodyLength))
-        patch(&body)
-        var m = message
-        m.body = []
-        m.rawBody = DBusRawBody(bytes: body, bigEndian: false, signature: message.signature)
-        return m
-    }
-
     static let objects: [(String, [String: [String: DBusValue]])] = [
         ("/org/bluez/hci0", ["org.bluez.Adapter1": ["Address": .string("00:11:22:33:44:55"), "Powered": .boolean(true)]]),
         ("/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF", [
@@ -44,14 +32,14 @@ import Testing
     @Test func readInPlaceItIsTheTreeTheDecodedReplyGives() throws {
         let message = Self.reply(Self.objects)
         let decoded = try BlueZSnapshot(managedObjects: #require(message.body.first))
-        let lazy = try Self.deferred(message)
+        let lazy = try message.deferringBody()
         let inPlace = try #require(try lazy.withBodyReader { (r: inout DBusBodyReader) throws(DBusError) in try BlueZSnapshot(managedObjects: &r) })
         #expect(inPlace == decoded)
         #expect(inPlace.devices.count == 2)
         let id = try #require(DeviceID(path: "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF"))
         #expect(inPlace.devices[id]?.rssi == -61 && inPlace.batteries[id] == 87)
         // An empty reply: bluetoothd with no adapter.
-        let none = try Self.deferred(Self.reply([]))
+        let none = try Self.reply([]).deferringBody()
         let empty = try #require(try none.withBodyReader { (r: inout DBusBodyReader) throws(DBusError) in try BlueZSnapshot(managedObjects: &r) })
         #expect(empty.available && empty.devices.isEmpty)
     }
@@ -62,13 +50,13 @@ import Testing
             try m.withBodyReader { (r: inout DBusBodyReader) throws(DBusError) in try BlueZSnapshot(managedObjects: &r) }
         }
         // The first path "/org/bluez/hci0" made "org/bluez/hci0/" (no leading slash): not an object path.
-        let badPath = try Self.deferred(message) { body in
+        let badPath = try message.deferringBody { body in
             let at = 12   // array length, padding to 8, the path's length: its first byte
             body.replaceSubrange(at..<(at + 15), with: Array("org/bluez/hci0/".utf8))
         }
         #expect(throws: DBusError.self) { try read(badPath) }
         // The body cut short in its last object.
-        let truncated = try Self.deferred(message) { body in body.removeLast(8) }
+        let truncated = try message.deferringBody { body in body.removeLast(8) }
         #expect(throws: DBusError.self) { try read(truncated) }
     }
 }

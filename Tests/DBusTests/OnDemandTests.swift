@@ -112,7 +112,7 @@ import Testing
         var message = DBusMessage(kind: .methodReturn, replySerial: 1,
                                   body: [.dictionary(key: .objectPath, value: .dictionary(key: .string, value: .dictionary(key: .string, value: .variant)),
                                                      [DBusDictEntry(.objectPath("/a"), .dictionary(key: .string, value: .dictionary(key: .string, value: .variant), []))])])
-        message = try withWireBody(message) { body in
+        message = try message.deferringBody { body in
             #expect(body[0] > 8)   // the array's length: the path "/a", padding, the empty inner array
             body[0] = 8
         }
@@ -137,8 +137,8 @@ import Testing
                 DBusDictEntry(.string("org.example.SomeLongInterfaceName1"), .dictionary(key: .string, value: .variant, [DBusDictEntry(.string("RSSI"), .variant(.int16(-60)))])),
             ]))
         }
-        let message = try withWireBody(DBusMessage(kind: .methodReturn, replySerial: 1,
-                                                   body: [.dictionary(key: .objectPath, value: interfaces, [object("/a"), object("/b")])]))
+        let message = try DBusMessage(kind: .methodReturn, replySerial: 1,
+                                      body: [.dictionary(key: .objectPath, value: interfaces, [object("/a"), object("/b")])]).deferringBody()
         func keys(sharing: Bool) throws -> [String] {
             try #require(try message.withBodyReader(sharingStrings: sharing) { (r: inout DBusBodyReader) throws(DBusError) -> [String] in
                 var keys: [String] = []
@@ -216,17 +216,4 @@ import Testing
             #expect(seen.snapshot.count == 500)
         }
     }
-}
-
-/// `message` as a call with `.onDemand` receives it: its body in wire form
-/// (little-endian, as libdbus marshals it), after `patch`.
-private func withWireBody(_ message: DBusMessage, patch: (inout [UInt8]) -> Void = { _ in }) throws -> DBusMessage {
-    let wire = try message.marshalled()
-    let bodyLength = Int(wire[4]) | Int(wire[5]) << 8 | Int(wire[6]) << 16 | Int(wire[7]) << 24
-    var body = Array(wire.suffix(bodyLength))
-    patch(&body)
-    var m = message
-    m.body = []
-    m.rawBody = DBusRawBody(bytes: body, bigEndian: false, signature: message.signature)
-    return m
 }
