@@ -16,6 +16,12 @@ public enum DashboardContent {
     }
 
     public static func render(_ view: DashboardView, layout: DashboardLayout) -> Buffer {
+        render(view, layout: layout, rowCache: nil)
+    }
+
+    /// As ``render(_:layout:)``, reusing the device-list rows that `rowCache`
+    /// kept from the last frame where they are unchanged (the app's loop).
+    static func render(_ view: DashboardView, layout: DashboardLayout, rowCache: DeviceRowCache?) -> Buffer {
         var b = Buffer(width: layout.width, height: layout.height)
         guard !layout.tooSmall else {
             TooSmallMessage().draw(in: layout.screen, &b)
@@ -23,7 +29,7 @@ public enum DashboardContent {
         }
         HeaderBar(view: view).draw(in: layout.header, &b)
         switch view.screen {
-        case .deviceList: DeviceListWidget(view: view).draw(in: layout.body, &b)
+        case .deviceList: DeviceListWidget(view: view, rowCache: rowCache).draw(in: layout.body, &b)
         case .deviceDetail, .pairing: DeviceDetailWidget(view: view).draw(in: layout.body, &b)
         case .eventLog: EventLogWidget(view: view).draw(in: layout.body, &b)
         case .adapters: AdaptersWidget(view: view).draw(in: layout.body, &b)

@@ -23,6 +23,7 @@ public enum DashboardApp {
     /// signals).
     public static func run(_ screen: DashboardScreen, terminal: TerminalSession, colorMode: ColorMode) async {
         var renderer = Renderer(colorMode: colorMode)
+        let rowCache = DeviceRowCache()
         let post = screen.poster
         let input = terminal.events()
         let reader = Task {
@@ -43,7 +44,7 @@ public enum DashboardApp {
             if screen.layout.width != size.width || screen.layout.height != size.height {
                 screen.layout = DashboardLayout(width: size.width, height: size.height)
             }
-            let buffer = DashboardContent.render(screen.view, layout: screen.layout)
+            let buffer = DashboardContent.render(screen.view, layout: screen.layout, rowCache: rowCache)
             let bytes = renderer.frame(buffer)
             if !bytes.isEmpty { terminal.write(bytes) }
             lastDraw = clock.now

@@ -103,6 +103,20 @@ public struct Buffer: Sendable, Equatable {
         set { cells[y * width + x] = newValue }
     }
 
+    /// The cells of row `y` (a copy), to put back whole with
+    /// ``putRow(_:y:)`` in a later frame.
+    public func row(_ y: Int) -> [Cell] {
+        guard y >= 0, y < height else { return [] }
+        return Array(cells[(y * width)..<((y + 1) * width)])
+    }
+
+    /// Sets row `y` to `row` (cells from ``row(_:)`` of a buffer as wide as
+    /// this one; a row of another width is ignored).
+    public mutating func putRow(_ row: [Cell], y: Int) {
+        guard y >= 0, y < height, row.count == width else { return }
+        cells.replaceSubrange((y * width)..<((y + 1) * width), with: row)
+    }
+
     /// Writes `text` from (`x`, `y`), clipped to `clip` (default: the row to
     /// the buffer's edge). A wide character that would not fit whole is
     /// replaced by a space; zero-width characters (combining marks) join the

@@ -66,6 +66,39 @@ import Vocabulary
         return v
     }
 
+    /// The app's loop reuses unchanged rows from the last frame
+    /// (`DeviceRowCache`): every frame of a sequence that changes the time,
+    /// the selection, one row's readings, the width and an overlay is the
+    /// same, cell for cell, as drawing it from nothing, and the rows that
+    /// did not change were copied, not drawn.
+    @Test func reusedRowsDrawTheSameCellsAsRowsDrawnAfresh() throws {
+        let cache = DeviceRowCache()
+        var v = try listView()
+        var width = 120
+        func frame(_ what: String, reused expected: Int) {
+            let before = cache.reused
+            let cached = DashboardContent.render(v, layout: DashboardLayout(width: width, height: 40), rowCache: cache)
+            let fresh = DashboardContent.render(v, width: width, height: 40)
+            #expect(cached == fresh, "\(what):\n\(cached.text)\n---\n\(fresh.text)")
+            #expect(cache.reused - before == expected, "\(what): \(cache.reused - before) rows reused")
+        }
+        frame("first frame", reused: 0)
+        frame("the same view", reused: 5)
+        v.now = t0.addingTimeInterval(65)
+        frame("a minute later (the SEEN column moves on)", reused: 5)
+        v.listCursor = 2
+        frame("the selection moved down", reused: 3)
+        var changed = try rows()
+        changed[3].readings = [Reading(.temperature, 21.25, unit: "°C")]
+        v.list.devices = .loaded(ChunkedArray(changed))
+        frame("the wide-named row's reading changed", reused: 4)
+        width = 119
+        frame("one column narrower", reused: 0)
+        frame("narrower again", reused: 5)
+        v.help = true
+        frame("the help overlay over the list", reused: 5)
+    }
+
     func detailState(connected: Bool) throws -> DeviceDetailPresenter.State {
         let strap = try id("A4:C1:38:00:00:02")
         var s = DeviceDetailPresenter.State(id: strap)

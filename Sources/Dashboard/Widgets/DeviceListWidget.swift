@@ -9,6 +9,8 @@ import TerminalUI
 /// rows in view, in the regions `DeviceListLayout` gives it.
 struct DeviceListWidget: Widget {
     let view: DashboardView
+    /// Rows drawn in earlier frames, reused while unchanged (nil: draw all).
+    var rowCache: DeviceRowCache? = nil
 
     func draw(in area: Rect, _ b: inout Buffer) {
         let state = view.list
@@ -59,8 +61,15 @@ struct DeviceListWidget: Widget {
             let visible = listArea.height
             let cursor = min(max(0, view.listCursor), rows.count - 1)
             let first = scrollOffset(cursor: cursor, count: rows.count, visible: visible)
+            rowCache?.beginFrame()
             for (i, row) in rows[first..<min(rows.count, first + visible)].enumerated() {
-                columns.row(row, selected: first + i == cursor, now: view.now, &b, y: listArea.y + i)
+                let y = listArea.y + i
+                let selected = first + i == cursor
+                if let rowCache, listArea.x == 0, columns.width == b.width {
+                    rowCache.draw(row, selected: selected, columns: columns, now: view.now, &b, y: y)
+                } else {
+                    columns.row(row, selected: selected, now: view.now, &b, y: y)
+                }
             }
             if rows.count > visible {
                 b.put("\(cursor + 1)/\(rows.count)", x: regions.summary.maxX - 8, y: regions.summary.y, width: 8, style: Theme.dim)
@@ -124,7 +133,10 @@ struct ListColumns {
         col("SEEN", ListColumns.seen, right: true)
     }
 
-    func row(_ r: DeviceListPresenter.Row, selected: Bool, now: Date, _ b: inout Buffer, y: Int) {
+    /// Draws row `r` at line `y`; returns the x of its last column (SEEN),
+    /// the only one that changes with the time alone.
+    @discardableResult
+    func row(_ r: DeviceListPresenter.Row, selected: Bool, now: Date, _ b: inout Buffer, y: Int) -> Int {
         let base: Style = selected ? Theme.selected : (r.stale ? Theme.dim : .plain)
         b.fill(Rect(x: 0, y: y, width: width, height: 1), style: base)
         b.put(selected ? "▶" : " ", x: 0, y: y, style: base)
@@ -165,6 +177,60 @@ struct ListColumns {
         default: flagStyle = base
         }
         col(flags, ListColumns.flags, style: flagStyle)
-        col(Format.age(r.lastSeen, now: now), ListColumns.seen, right: true)
+        let seenX = x
+        seen(r, selected: selected, now: now, &b, x: seenX, y: y)
+        return seenX
+    }
+
+    /// The SEEN column: how long ago the device was last heard.
+    func seen(_ r: DeviceListPresenter.Row, selected: Bool, now: Date, _ b: inout Buffer, x: Int, y: Int) {
+        let style: Style = selected ? Theme.selected : (r.stale ? Theme.dim : .plain)
+        let text = Format.age(r.lastSeen, now: now)
+        let w = ListColumns.seen
+        let whole = TextWidth.of(text)
+        let cut = whole <= w ? text : TextWidth.truncate(text, to: w)
+        let used = whole <= w ? whole : TextWidth.of(cut)
+        if used < w { b.fill(Rect(x: x, y: y, width: w - used, height: 1), style: style) }
+        b.put(cut, x: x + w - used, y: y, style: style)
+    }
+}
+
+/// The device list's rows as drawn in the last frame, by device: a row
+/// whose device, selection and width are as then is copied back into the
+/// buffer and only its SEEN column drawn again (the time moves on). In a
+/// flood most rows on screen are unchanged from one frame to the next, and
+/// drawing them (formatting readings, walking text into cells) was most of
+/// drawing a frame. Holds the rows of one frame only: at most a screenful.
+///
+/// Used by the app's loop alone (one frame at a time); a snapshot test or
+/// any caller without one draws every row.
+final class DeviceRowCache {
+    struct Entry {
+        let row: DeviceListPresenter.Row
+        let selected: Bool
+        let cells: [Cell]
+        let seenX: Int
+    }
+    private var previous: [DeviceID: Entry] = [:]
+    private var current: [DeviceID: Entry] = [:]
+    /// Rows copied back rather than drawn, since the cache was made (tests).
+    private(set) var reused = 0
+
+    /// Starts a frame: what the last one drew is what can be reused.
+    func beginFrame() {
+        previous = current
+        current.removeAll(keepingCapacity: true)
+    }
+
+    func draw(_ r: DeviceListPresenter.Row, selected: Bool, columns: ListColumns, now: Date, _ b: inout Buffer, y: Int) {
+        if let kept = previous[r.id] ?? current[r.id], kept.selected == selected, kept.cells.count == b.width, kept.row == r {
+            b.putRow(kept.cells, y: y)
+            columns.seen(r, selected: selected, now: now, &b, x: kept.seenX, y: y)
+            current[r.id] = kept
+            reused += 1
+            return
+        }
+        let seenX = columns.row(r, selected: selected, now: now, &b, y: y)
+        current[r.id] = Entry(row: r, selected: selected, cells: b.row(y), seenX: seenX)
     }
 }
