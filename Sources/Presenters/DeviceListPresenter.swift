@@ -42,39 +42,102 @@ public final class DeviceListPresenter: Presenter {
     }
 
     /// One row as every front end shows it.
+    ///
+    /// Its values live in one immutable object, so copying a row is one
+    /// retain: the list keeps its rows in chunks that the screen shares
+    /// (the last state it drew), and the first change to a chunk after a
+    /// state went out copies the chunk — with a row of eleven values that
+    /// was a retain of each string and array in every row of it, the
+    /// presenter's largest cost in a flood (perf, 2026-11-28). Setting a
+    /// value makes a new object.
     public struct Row: Sendable, Equatable, Identifiable {
-        public let id: DeviceID
+        struct Fields: Sendable, Equatable {
+            let id: DeviceID
+            var title: String
+            var rssi: Int16?
+            var format: String?
+            var readings: [Reading]
+            var paired: Bool
+            var trusted: Bool
+            var connected: Bool
+            var lastSeen: Date?
+            var stale: Bool
+            var watch: ConnectionStatus?
+            var profile: String?
+        }
+        final class Storage: Sendable {
+            let fields: Fields
+            init(_ fields: Fields) { self.fields = fields }
+        }
+        private var storage: Storage
+
+        public var id: DeviceID { storage.fields.id }
         /// Name or alias, else the address.
-        public var title: String
-        public var rssi: Int16?
-        public var format: String?
+        public var title: String {
+            get { storage.fields.title }
+            set { change { $0.title = newValue } }
+        }
+        public var rssi: Int16? {
+            get { storage.fields.rssi }
+            set { change { $0.rssi = newValue } }
+        }
+        public var format: String? {
+            get { storage.fields.format }
+            set { change { $0.format = newValue } }
+        }
         /// Decoded readings (front ends format them).
-        public var readings: [Reading]
-        public var paired: Bool
-        public var trusted: Bool
-        public var connected: Bool
-        public var lastSeen: Date?
+        public var readings: [Reading] {
+            get { storage.fields.readings }
+            set { change { $0.readings = newValue } }
+        }
+        public var paired: Bool {
+            get { storage.fields.paired }
+            set { change { $0.paired = newValue } }
+        }
+        public var trusted: Bool {
+            get { storage.fields.trusted }
+            set { change { $0.trusted = newValue } }
+        }
+        public var connected: Bool {
+            get { storage.fields.connected }
+            set { change { $0.connected = newValue } }
+        }
+        public var lastSeen: Date? {
+            get { storage.fields.lastSeen }
+            set { change { $0.lastSeen = newValue } }
+        }
         /// Not heard from for longer than the stale threshold.
-        public var stale: Bool
+        public var stale: Bool {
+            get { storage.fields.stale }
+            set { change { $0.stale = newValue } }
+        }
         /// The connection manager's status when the device is watched, nil when not.
-        public var watch: ConnectionStatus?
+        public var watch: ConnectionStatus? {
+            get { storage.fields.watch }
+            set { change { $0.watch = newValue } }
+        }
         /// The device profile that describes it, by name (docs/PROFILES.md).
-        public var profile: String?
+        public var profile: String? {
+            get { storage.fields.profile }
+            set { change { $0.profile = newValue } }
+        }
+
         public init(id: DeviceID, title: String, rssi: Int16? = nil, format: String? = nil, readings: [Reading] = [],
                     paired: Bool = false, trusted: Bool = false, connected: Bool = false, lastSeen: Date? = nil,
                     stale: Bool = false, watch: ConnectionStatus? = nil, profile: String? = nil) {
-            self.profile = profile
-            self.id = id
-            self.title = title
-            self.rssi = rssi
-            self.format = format
-            self.readings = readings
-            self.paired = paired
-            self.trusted = trusted
-            self.connected = connected
-            self.lastSeen = lastSeen
-            self.stale = stale
-            self.watch = watch
+            storage = Storage(Fields(id: id, title: title, rssi: rssi, format: format, readings: readings, paired: paired,
+                                     trusted: trusted, connected: connected, lastSeen: lastSeen, stale: stale, watch: watch,
+                                     profile: profile))
+        }
+
+        private mutating func change(_ body: (inout Fields) -> Void) {
+            var fields = storage.fields
+            body(&fields)
+            storage = Storage(fields)
+        }
+
+        public static func == (a: Row, b: Row) -> Bool {
+            a.storage === b.storage || a.storage.fields == b.storage.fields
         }
     }
 
@@ -455,12 +518,17 @@ public final class DeviceListPresenter: Presenter {
     /// expires, on `now`'s clock (``Moment/clock``).
     static func nextTransition(_ devices: some Sequence<DeviceRecord>, after now: Moment, expiry: Expiry) -> TimeInterval? {
         var next: TimeInterval?
+        // The two limits one by one: an array of them per device was two
+        // allocations per advertisement (check-allocations).
+        func consider(_ limit: TimeInterval?, age: TimeInterval) {
+            guard let limit else { return }
+            let t = now.clock + (limit - age)
+            if t > now.clock, next.map({ t < $0 }) ?? true { next = t }
+        }
         for d in devices {
             guard let age = now.age(d) else { continue }
-            for limit in [expiry.staleAfter, expiry.removeAfter].compactMap({ $0 }) {
-                let t = now.clock + (limit - age)
-                if t > now.clock, next.map({ t < $0 }) ?? true { next = t }
-            }
+            consider(expiry.staleAfter, age: age)
+            consider(expiry.removeAfter, age: age)
         }
         return next
     }
@@ -550,4 +618,9 @@ private final class LatestSnapshot: @unchecked Sendable {
     var timer: Task<Void, Never>?
     var timerDeadline: TimeInterval?
     deinit { timer?.cancel() }
+}
+
+/// A row prints (in test failures, `dump`) as its values, not its storage.
+extension DeviceListPresenter.Row: CustomReflectable {
+    public var customMirror: Mirror { Mirror(reflecting: storage.fields) }
 }

@@ -72,9 +72,14 @@ import Vocabulary
         #expect(incremental > 100, "most rounds were applied per device (\(incremental) of 150)")
 
         // A missed snapshot (version jumps) is rebuilt whole, and says so.
+        // The device changed is one the list shows, so that the rebuilt rows
+        // differ from the last ones (waiting for rows equal to the last ones
+        // would end before the rebuild).
         version += 2
-        devices[0].rssi = 10
-        repo.emit(DeviceListSnapshot(availability: .available, devices: devices, version: version, changed: [devices[0].id], positions: positions))
+        let shown = Set(P.rows(devices, filter: filter, sort: sort, now: start, expiry: expiry).map(\.id))
+        let k = try #require(devices.firstIndex { shown.contains($0.id) })
+        devices[k].rssi = 10
+        repo.emit(DeviceListSnapshot(availability: .available, devices: devices, version: version, changed: [devices[k].id], positions: positions))
         let expected = P.rows(devices, filter: filter, sort: sort, now: start, expiry: expiry)
         #expect(await waitFor(presenter) { $0.devices == .loaded(ChunkedArray(expected)) })
         #expect(presenter.state.changes == nil)
