@@ -1,3 +1,5 @@
+import Locking
+
 /// A terminal color. `.default` is the terminal's own foreground/background.
 public enum Color: Sendable, Hashable {
     case `default`
@@ -45,19 +47,84 @@ public struct Style: Sendable, Hashable {
 /// One screen cell: a grapheme cluster and its style. A wide character
 /// (CJK, most emoji) takes two cells: the character, then a continuation
 /// cell (`width == 0`) that draws nothing.
+///
+/// Plain data (no reference inside), so that a frame of cells is made,
+/// copied, compared and freed as bytes: the character is kept as its one
+/// Unicode scalar, or — for a cluster of several (an emoji sequence, a
+/// letter with a combining mark) — as the number `Graphemes` gave it. With a
+/// `Character` inside, every cell copy and compare went through the
+/// runtime's value witnesses (~4 % of the dashboard's CPU in a flood, perf).
 public struct Cell: Sendable, Hashable {
-    public var character: Character
+    /// A scalar's value, or `Graphemes.clusterBit` | a cluster's number.
+    var code: UInt32
     /// Columns the character takes: 1, 2, or 0 for the continuation of a wide one.
     public var width: UInt8
     public var style: Style
 
+    public var character: Character {
+        get { Graphemes.character(code) }
+        set { code = Graphemes.code(newValue) }
+    }
+
     public init(_ character: Character = " ", width: UInt8 = 1, style: Style = .plain) {
-        self.character = character
+        self.code = Graphemes.code(character)
+        self.width = width
+        self.style = style
+    }
+
+    /// A cell of one scalar (no lookup).
+    init(scalar: Unicode.Scalar, width: UInt8 = 1, style: Style = .plain) {
+        self.code = scalar.value
         self.width = width
         self.style = style
     }
 
     public static let blank = Cell()
+}
+
+/// The grapheme clusters of more than one scalar that cells have shown,
+/// each numbered once for the process. Bounded: past `limit` different
+/// clusters, a new one shows as U+FFFD (what a terminal shows for a
+/// character it cannot draw).
+enum Graphemes {
+    static let clusterBit: UInt32 = 0x8000_0000
+    static let limit = 65_536
+    static let replacement = UInt32(0xFFFD)
+
+    private struct Table {
+        var numbers: [String: UInt32] = [:]
+        var clusters: [String] = []
+    }
+    private static let table = Lock(Table())
+
+    static func code(_ character: Character) -> UInt32 {
+        var scalars = character.unicodeScalars.makeIterator()
+        guard let first = scalars.next() else { return UInt32(0x20) }
+        if scalars.next() == nil { return first.value }
+        let cluster = String(character)
+        return table.withLock { t in
+            if let n = t.numbers[cluster] { return clusterBit | n }
+            guard t.clusters.count < limit else { return replacement }
+            let n = UInt32(t.clusters.count)
+            t.clusters.append(cluster)
+            t.numbers[cluster] = n
+            return clusterBit | n
+        }
+    }
+
+    static func character(_ code: UInt32) -> Character {
+        if code & clusterBit == 0 {
+            return Unicode.Scalar(code).map(Character.init) ?? "\u{FFFD}"
+        }
+        let n = Int(code & ~clusterBit)
+        let cluster = table.withLock { t in n < t.clusters.count ? t.clusters[n] : nil }
+        return cluster.flatMap(\.first) ?? "\u{FFFD}"
+    }
+
+    /// The code's scalar when it is one (nil for a cluster).
+    static func scalar(_ code: UInt32) -> Unicode.Scalar? {
+        code & clusterBit == 0 ? Unicode.Scalar(code) : nil
+    }
 }
 
 /// A rectangle of cells, in columns and rows from the top-left corner.
@@ -140,7 +207,7 @@ public struct Buffer: Sendable, Equatable {
             }
             if w == 2 && col + 1 >= right {
                 clearWide(at: col, y)
-                self[col, y] = Cell(" ", width: 1, style: style)
+                self[col, y] = Cell(scalar: " ", width: 1, style: style)
                 col += 1
                 break
             }
@@ -148,7 +215,7 @@ public struct Buffer: Sendable, Equatable {
             self[col, y] = Cell(ch, width: UInt8(w), style: style)
             if w == 2 {
                 clearWide(at: col + 1, y)
-                self[col + 1, y] = Cell(" ", width: 0, style: style)
+                self[col + 1, y] = Cell(scalar: " ", width: 0, style: style)
             }
             col += w
         }
@@ -170,7 +237,7 @@ public struct Buffer: Sendable, Equatable {
                 continue
             }
             clearWide(at: col, y)
-            self[col, y] = Cell(Character(Unicode.Scalar(byte)), width: 1, style: style)
+            self[col, y] = Cell(scalar: Unicode.Scalar(byte), width: 1, style: style)
             col += 1
         }
         return col
@@ -189,7 +256,7 @@ public struct Buffer: Sendable, Equatable {
             guard y >= 0, y < height else { return end }
             for col in max(end, 0)..<max(stop, max(end, 0)) {
                 clearWide(at: col, y)
-                self[col, y] = Cell(" ", width: 1, style: style)
+                self[col, y] = Cell(scalar: " ", width: 1, style: style)
             }
             return max(end, stop)
         }
@@ -208,7 +275,7 @@ public struct Buffer: Sendable, Equatable {
             for xx in max(0, rect.x)..<min(width, rect.maxX) {
                 if clear {
                     clearWide(at: xx, yy)
-                    self[xx, yy] = Cell(" ", width: 1, style: style)
+                    self[xx, yy] = Cell(scalar: " ", width: 1, style: style)
                 } else {
                     self[xx, yy].style = style
                 }
@@ -239,8 +306,8 @@ public struct Buffer: Sendable, Equatable {
     private mutating func clearWide(at x: Int, _ y: Int) {
         guard x >= 0, x < width else { return }
         let c = self[x, y]
-        if c.width == 0, x > 0, self[x - 1, y].width == 2 { self[x - 1, y] = Cell(" ", style: self[x - 1, y].style) }
-        if c.width == 2, x + 1 < width { self[x + 1, y] = Cell(" ", style: self[x + 1, y].style) }
+        if c.width == 0, x > 0, self[x - 1, y].width == 2 { self[x - 1, y] = Cell(scalar: " ", style: self[x - 1, y].style) }
+        if c.width == 2, x + 1 < width { self[x + 1, y] = Cell(scalar: " ", style: self[x + 1, y].style) }
     }
 
     /// The characters, row by row (continuation cells omitted), trailing

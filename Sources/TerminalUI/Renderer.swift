@@ -83,10 +83,10 @@ public struct Renderer: Sendable {
                     // The continuation of a wide character is drawn with it;
                     // one without its wide character is a blank.
                     if x > 0, newCells[i - 1].width == 2 { continue }
-                    cell = Cell(" ", width: 1, style: cell.style)
+                    cell = Cell(scalar: " ", width: 1, style: cell.style)
                 } else if cell.width == 2, x + 1 >= width {
                     // No room for the second column: a blank, as Buffer.put does.
-                    cell = Cell(" ", width: 1, style: cell.style)
+                    cell = Cell(scalar: " ", width: 1, style: cell.style)
                 }
                 if cursor == nil || cursor?.x != x || cursor?.y != y {
                     Self.appendCUP(row: y, column: x, to: &out)
@@ -101,7 +101,11 @@ public struct Renderer: Sendable {
                     }
                     activeStyle = cell.style
                 }
-                Self.appendCharacter(cell.character, to: &out)
+                if let scalar = Graphemes.scalar(cell.code) {
+                    Self.appendScalar(scalar, to: &out)
+                } else {
+                    Self.appendCharacter(cell.character, to: &out)
+                }
                 let next = x + Int(cell.width)
                 cursor = next < width ? (next, y) : nil
             }
@@ -112,7 +116,7 @@ public struct Renderer: Sendable {
     /// synthesized `Style ==` made diffing an unchanged frame 4× slower.)
     @inline(__always)
     static func same(_ a: Cell, _ b: Cell) -> Bool {
-        a.width == b.width && sameStyle(a.style, b.style) && a.character == b.character
+        a.width == b.width && a.code == b.code && sameStyle(a.style, b.style)
     }
 
     @inline(__always)
@@ -147,6 +151,18 @@ public struct Renderer: Sendable {
     static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
         if value >= 10 { appendDecimal(value / 10, to: &out) }
         out.append(UInt8(ascii: "0") + UInt8(value % 10))
+    }
+
+    /// One scalar as UTF-8; a control character as a space (it would move the cursor).
+    static func appendScalar(_ scalar: Unicode.Scalar, to out: inout [UInt8]) {
+        let v = scalar.value
+        if v < 0x20 || (v >= 0x7F && v < 0xA0) {
+            out.append(UInt8(ascii: " "))
+        } else if v < 0x80 {
+            out.append(UInt8(v))
+        } else {
+            UTF8.encode(scalar) { out.append($0) }
+        }
     }
 
     static func appendCharacter(_ character: Character, to out: inout [UInt8]) {

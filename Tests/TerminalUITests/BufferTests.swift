@@ -65,6 +65,32 @@ import Testing
         #expect(TextWidth.pad("ab", to: 4) == "ab  " && TextWidth.pad("ab", to: 4, alignRight: true) == "  ab")
     }
 
+    /// A cell keeps a single scalar as itself and a cluster of several
+    /// (an emoji sequence, a letter and a combining mark, a flag) by a
+    /// number: each comes back whole, equal cells of one cluster compare
+    /// equal, different clusters do not, and the renderer writes the
+    /// cluster's bytes.
+    @Test func clustersOfSeveralScalarsComeBackWhole() {
+        let family: Character = "👩‍👩‍👧"
+        let decomposed: Character = "e\u{301}"
+        let flag: Character = "🇫🇮"
+        for ch in [Character("A"), "é", "温", family, decomposed, flag] {
+            let cell = Cell(ch, width: 1)
+            #expect(cell.character == ch)
+            #expect(Cell(ch, width: 1) == cell)
+        }
+        #expect(Cell(family) != Cell(flag))
+        #expect(Cell(decomposed) != Cell("é"))   // different scalars, as a terminal sees them
+        #expect(Graphemes.scalar(Cell(family).code) == nil && Graphemes.scalar(Cell("é").code) == "é")
+        var b = Buffer(width: 6, height: 1)
+        b.put("a\u{301}🇫🇮x", x: 0, y: 0)
+        #expect(b.text == "a\u{301}🇫🇮x  ")
+        var r = Renderer(colorMode: .none)
+        let bytes = r.frame(b)
+        let text = String(decoding: bytes, as: UTF8.self)
+        #expect(text.contains("a\u{301}") && text.contains("🇫🇮x"), "\(text.debugDescription)")
+    }
+
     @Test func boxDrawsBordersAndTitle() {
         var b = Buffer(width: 12, height: 3)
         b.box(b.bounds, title: "Devices")
