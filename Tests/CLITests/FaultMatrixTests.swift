@@ -367,6 +367,23 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
     }
 }
 
+/// A shell in tmux that runs `command`, then reports its exit status
+/// (`EXIT=…`), the terminal's canonical and echo modes as `stty` sees them,
+/// and `DONE`.
+private func paneReportingModes(after command: String) async throws -> Tmux {
+    let script = "\(command); echo EXIT=\\$?; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo; echo DONE; sleep 30"
+    return try await offPool { try Tmux(width: 100, height: 30, command: "sh -c \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"") }
+}
+
+/// The pane's report: the command exited with one of `statuses`, and the
+/// terminal is back in canonical mode with echo.
+private func expectRestored(_ after: String, statuses: [Int32], _ what: String) {
+    #expect(statuses.contains { after.contains("EXIT=\($0)") }, "\(what):\n\(after)")
+    let modes = after.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
+    #expect(modes.contains("icanon") && !modes.contains("-icanon"), "\(what):\n\(after)")
+    #expect(modes.contains("echo") && !modes.contains("-echo"), "\(what):\n\(after)")
+}
+
 /// SIGTERM, SIGHUP and SIGINT at every stage of the dashboard's start-up
 /// (connecting, opening its stores, taking the terminal, running): it is
 /// gone within seconds and the terminal is back in canonical mode with
@@ -380,8 +397,7 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
             let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-sig-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: state) }
             let command = "'\(try DoctorCLI.executable())' dashboard --bus '\(simulator.address)' --state-dir '\(state.path)'"
-            let script = "\(command); echo EXIT=\\$?; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo; echo DONE; sleep 30"
-            let t = try await offPool { try Tmux(width: 100, height: 30, command: "sh -c \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"") }
+            let t = try await paneReportingModes(after: command)
             defer { t.stop() }
             try await Task.sleep(for: .seconds(delay))
             _ = try await offPool {
@@ -392,10 +408,7 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
                 p.waitUntilExit()
             }
             guard let after = await t.waitFor("SIG\(name) after \(delay) s: DONE", seconds: 15, { $0.contains("DONE") }) else { continue }
-            #expect(after.contains("EXIT=0") || after.contains("EXIT=\(128 + signal)"), "SIG\(name) after \(delay) s:\n\(after)")
-            let modes = after.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
-            #expect(modes.contains("icanon") && !modes.contains("-icanon"), "SIG\(name) after \(delay) s:\n\(after)")
-            #expect(modes.contains("echo") && !modes.contains("-echo"), "SIG\(name) after \(delay) s:\n\(after)")
+            expectRestored(after, statuses: [0, 128 + signal], "SIG\(name) after \(delay) s")
         }
     }
 }
@@ -420,14 +433,10 @@ private func exitStatus(_ pid: pid_t, within seconds: Double) async -> Int32? {
             let state = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-sig-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: state) }
             let command = "timeout --foreground --preserve-status \(delay) '\(try DoctorCLI.executable())' dashboard --bus '\(simulator.address)' --state-dir '\(state.path)'"
-            let script = "\(command); echo EXIT=\\$?; stty -a | tr ' ' '\\n' | grep -E '^-?(icanon|echo)$' | tr '\\n' ' '; echo; echo DONE; sleep 30"
-            let t = try await offPool { try Tmux(width: 100, height: 30, command: "sh -c \"\(script.replacingOccurrences(of: "\"", with: "\\\""))\"") }
+            let t = try await paneReportingModes(after: command)
             defer { t.stop() }
             guard let after = await t.waitFor("SIGTERM after \(delay) s: DONE", seconds: 15, { $0.contains("DONE") }) else { continue }
-            #expect(after.contains("EXIT=0") || after.contains("EXIT=143"), "SIGTERM after \(delay) s:\n\(after)")
-            let modes = after.split(whereSeparator: { $0 == " " || $0 == "\n" }).map(String.init)
-            #expect(modes.contains("icanon") && !modes.contains("-icanon"), "SIGTERM after \(delay) s:\n\(after)")
-            #expect(modes.contains("echo") && !modes.contains("-echo"), "SIGTERM after \(delay) s:\n\(after)")
+            expectRestored(after, statuses: [0, 128 + SIGTERM], "SIGTERM after \(delay) s")
         }
     }
 }
