@@ -441,8 +441,8 @@ final class SignalHub: Sendable {
                 // The disposition is only read, never set to SIG_IGN first
                 // (the Darwin pattern): on Linux libdispatch installs its own
                 // handler when the manager thread registers the source, and
-                // a signal ignored until then is discarded by the kernel — a
-                // SIGTERM in that moment left the dashboard running. Until
+                // a signal ignored until then is discarded by the kernel (a
+                // SIGTERM in that moment left the gateway running, f1e379c). Until
                 // registration the signal keeps its default action, which
                 // (the terminal not yet in raw mode, see `open`) is right.
                 var previous = sigaction()
