@@ -50,6 +50,14 @@ enum StopSignals {
     /// Installs the handlers (once per process; later calls do nothing).
     static func install() { _ = readEnd }
 
+    /// The first SIGINT or SIGTERM caught so far, if any (does not wait).
+    static func caught() -> Int32? {
+        let fd = readEnd
+        guard fd >= 0 else { return nil }
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 1 ? Int32(byte) : nil
+    }
+
     /// The first SIGINT or SIGTERM the process got, waiting for one if none
     /// came yet; nil when the waiting task is cancelled first.
     static func wait() async -> Int32? {
