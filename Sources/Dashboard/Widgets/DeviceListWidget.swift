@@ -147,11 +147,7 @@ struct ListColumns {
             guard w > 0 else { return }
             let style = style ?? base
             if right {
-                let whole = TextWidth.of(text)
-                let cut = whole <= w ? text : TextWidth.truncate(text, to: w)
-                let used = whole <= w ? whole : TextWidth.of(cut)
-                if used < w { b.fill(Rect(x: x, y: y, width: w - used, height: 1), style: style) }
-                b.put(cut, x: x + w - used, y: y, style: style)
+                Self.putRight(text, x: x, y: y, width: w, style: style, &b)
             } else {
                 b.put(text, x: x, y: y, width: w, style: style, pad: true)
             }
@@ -185,8 +181,12 @@ struct ListColumns {
     /// The SEEN column: how long ago the device was last heard.
     func seen(_ r: DeviceListPresenter.Row, selected: Bool, now: Date, _ b: inout Buffer, x: Int, y: Int) {
         let style: Style = selected ? Theme.selected : (r.stale ? Theme.dim : .plain)
-        let text = Format.age(r.lastSeen, now: now)
-        let w = ListColumns.seen
+        Self.putRight(Format.age(r.lastSeen, now: now), x: x, y: y, width: ListColumns.seen, style: style, &b)
+    }
+
+    /// `text` right-aligned in `width` columns from `x` (cut when longer),
+    /// blanks of `style` before it.
+    static func putRight(_ text: String, x: Int, y: Int, width w: Int, style: Style, _ b: inout Buffer) {
         let whole = TextWidth.of(text)
         let cut = whole <= w ? text : TextWidth.truncate(text, to: w)
         let used = whole <= w ? whole : TextWidth.of(cut)
