@@ -305,7 +305,15 @@ public final class OutboundQueue: Sendable {
     private func flushDeferred() {
         do {
             try pool.writeWithoutTransaction { db in
-                unflushed.withLock { $0.scheduled = false }
+                // While messages keep coming, an enqueue (every batch) has
+                // usually deleted these rows already: then no transaction at
+                // all (an empty one still takes and releases the file's locks:
+                // 2.7 % of the gateway's CPU at 200 changes/s, perf 2026-11-29).
+                let pending = unflushed.withLock { u -> Bool in
+                    u.scheduled = false
+                    return !u.ids.isEmpty
+                }
+                guard pending else { return }
                 try db.batchTransaction { db, commit in try self.deleteUnflushed(db, commit) }
             }
         } catch {
