@@ -43,13 +43,14 @@ public enum StatePayload {
     /// `last_seen` is the record's, or `at` when the record has none.
     /// `extra`: members after the fixed ones (fleet mode's `gateway` and `room`).
     public static func json(for record: DeviceRecord, at: Date, extra: [(String, FieldValue)] = []) -> [UInt8] {
-        var members: [(String, FieldValue)] = extra + [
-            ("address", .string(record.id.address.description)),
-            ("name", record.name.map { .string($0) } ?? .null),
-            ("rssi", record.rssi.map { .int(Int($0)) } ?? .null),
-            ("format", record.format.map { .string($0) } ?? .null),
-            ("last_seen", .string(ISO8601UTC.string(record.lastSeen ?? at))),
-        ]
+        var members: [(String, FieldValue)] = []
+        members.reserveCapacity(extra.count + 5 + record.readings.count)
+        members.append(contentsOf: extra)
+        members.append(("address", .string(record.id.address.description)))
+        members.append(("name", record.name.map { .string($0) } ?? .null))
+        members.append(("rssi", record.rssi.map { .int(Int($0)) } ?? .null))
+        members.append(("format", record.format.map { .string($0) } ?? .null))
+        members.append(("last_seen", .string(ISO8601UTC.string(record.lastSeen ?? at))))
         for (key, reading) in ReadingKey.published(record.readings) where !fixedKeys.contains(key) {
             switch reading.value {
             case let .number(v): members.append((key, .number(v)))
@@ -73,13 +74,17 @@ public enum StatePayload {
 /// `21.5`; non-finite numbers would be `null` but callers leave them out.
 enum SortedJSON {
     static func bytes(_ members: [(String, FieldValue)]) -> [UInt8] {
-        Array(JSON.serialize(sorted(.nested(members))).utf8)
+        JSON.bytes(sorted(.nested(members)))
     }
 
     static func sorted(_ value: FieldValue) -> FieldValue {
         switch value {
-        case let .nested(members):
-            return .nested(members.map { ($0.0, sorted($0.1)) }.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) })
+        case var .nested(members):
+            // A state message's members are scalars: sorted in place, with
+            // no copy of each member made only to look inside it.
+            if members.contains(where: { $0.1.isContainer }) { members = members.map { ($0.0, sorted($0.1)) } }
+            members.sort { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+            return .nested(members)
         case let .list(items):
             return .list(items.map(sorted))
         default:
@@ -102,5 +107,15 @@ enum ISO8601UTC {
         let text = Date(timeIntervalSince1970: Double(second)).formatted(style)
         last.withLock { $0 = (second, text) }
         return text
+    }
+}
+
+private extension FieldValue {
+    /// A list or an object: members that ``SortedJSON`` looks inside.
+    var isContainer: Bool {
+        switch self {
+        case .list, .nested: true
+        default: false
+        }
     }
 }

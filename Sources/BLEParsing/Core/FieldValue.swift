@@ -100,10 +100,16 @@ public func formatNumber(_ v: Double) -> String {
 public enum JSON {
     /// Compact JSON. Non-finite numbers become `null`; `.bytes` becomes a hex string.
     public static func serialize(_ value: FieldValue) -> String {
+        String(decoding: bytes(value), as: UTF8.self)
+    }
+
+    /// ``serialize(_:)`` as UTF-8 bytes: for a payload that goes out as
+    /// bytes, no `String` made and read back.
+    public static func bytes(_ value: FieldValue) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(256)
         write(value, into: &out, indent: nil, level: 0)
-        return String(decoding: out, as: UTF8.self)
+        return out
     }
 
     /// Indented JSON (two spaces per level).
