@@ -63,34 +63,52 @@ public protocol ReadingHistory: Sendable {
 public final class ReadingStore: ReadingHistory {
     private let pool: DatabasePool
     public let policy: RetentionPolicy
-    /// When each series was last stored: per device, a short list (a device
-    /// has a handful of series) instead of a table keyed by series — a
-    /// fifth of the memory (~1.6 KB a device for that table) and no key
-    /// built per reading. Bounded: a device whose entries are all older
-    /// than `minimumInterval` says nothing (absent means the same: store),
-    /// so those go whenever the table doubles.
-    private let lastWrite = Lock<(times: [DeviceID: [SeriesTime]], pruneAt: Int)>(([:], 1_024))
+    /// What the store remembers of each device it recorded lately, in one
+    /// table (one key per device, not one per kind of bookkeeping: three
+    /// tables keyed by device were ~0.9 KB a device at 10 000 devices,
+    /// heaptrack 2026-11-29). Bounded: an entry with nothing waiting, no
+    /// row written within ``rowInterval`` and every series older than
+    /// `minimumInterval` says nothing (absent means the same), so the
+    /// sweep once per ``rowInterval`` drops it, and devices that come and
+    /// go (random addresses) do not accumulate.
+    private let devices = Lock(Devices())
+    private struct Devices {
+        var entries: [DeviceID: DeviceEntry] = [:]
+        var lastSweep: Date?
+    }
+    private struct DeviceEntry {
+        /// When each series was last stored (a device has a handful).
+        var series: [SeriesTime] = []
+        /// The device row as last written (nil: not within ``rowInterval``).
+        var row: RowWrite?
+        /// The latest readings waiting to be written with the row, and when
+        /// they were heard (only while name and format equal `row`'s).
+        var pending: (readings: [Reading], at: Date)?
+    }
+    /// 16 bytes: a series is its kind and its label's hash (0: no label).
+    /// Two labels of one kind on one device with the same 32-bit hash would
+    /// share a rate limit, so one of them could skip a minute's value; no
+    /// decoder or profile gives a device more than a few labels.
     private struct SeriesTime {
         let kind: ReadingKind
-        let label: String?
+        let label: UInt32
         var at: Date
+
+        static func label(_ label: String?) -> UInt32 {
+            guard let label, !label.isEmpty else { return 0 }
+            return UInt32(truncatingIfNeeded: label.hashValue) | 1
+        }
     }
-    /// Devices whose last writes are remembered now (tests: the table stays bounded).
-    var rememberedSeries: Int { lastWrite.withLock { $0.times.count } }
+    /// Devices remembered now (tests: the table stays bounded).
+    var rememberedSeries: Int { devices.withLock { $0.entries.count } }
     /// The device rows (last seen, latest readings): each written at most once
     /// per ``rowInterval`` unless its name or format changed or values are
-    /// stored with it; in between its latest record waits in `pending`, and
+    /// stored with it; in between its latest readings wait in the entry, and
     /// every ``rowInterval`` whatever waits is written with the next call
     /// (and at ``flushPendingRows()``, `rememberedDevices()` and deinit).
     /// Before, every advertisement batch rewrote the row of every device in
     /// it: at 200 changes/s, a transaction and a JSON encoding per device per
     /// batch for values nobody reads until the next start.
-    private let rows = Lock(Rows())
-    private struct Rows {
-        var written: [DeviceID: RowWrite] = [:]
-        var pending: [DeviceID: (record: DeviceRecord, at: Date)] = [:]
-        var lastSweep: Date?
-    }
     private struct RowWrite {
         var at: Date
         var name: String?
@@ -99,7 +117,7 @@ public final class ReadingStore: ReadingHistory {
     /// A device's row is at most this old in the file while it is heard.
     public var rowInterval: TimeInterval { min(policy.minimumInterval, 60) }
     /// Rows waiting now (tests).
-    var pendingRows: Int { rows.withLock { $0.pending.count } }
+    var pendingRows: Int { devices.withLock { $0.entries.values.reduce(0) { $0 + ($1.pending == nil ? 0 : 1) } } }
     private let revision = StateStore<[DeviceID: UInt64]>([:], bufferLimit: 16)
 
     /// Opens (creating and migrating as needed) the database at `path`.
@@ -161,54 +179,38 @@ public final class ReadingStore: ReadingHistory {
     @discardableResult
     public func record(_ records: [DeviceRecord], at time: Date) throws(DomainError) -> Int {
         guard !records.isEmpty else { return 0 }
-        let due: [[(String, String, Double)]] = lastWrite.withLock { table in
-            if table.times.count >= table.pruneAt {
-                table.times = table.times.filter { $0.value.contains { time.timeIntervalSince($0.at) < policy.minimumInterval } }
-                table.pruneAt = max(1_024, 2 * table.times.count)
-            }
-            return records.map { record in
-                var series = table.times[record.id] ?? []
-                // One entry per reading, kept for as long as the device is:
-                // exactly as many as it has (appending one by one doubles).
-                if series.isEmpty { series.reserveCapacity(record.readings.count) }
-                let due = record.readings.compactMap { r -> (String, String, Double)? in
-                    guard case let .number(v) = r.value, v.isFinite else { return nil }
-                    let label = r.label?.isEmpty == true ? nil : r.label
-                    if let i = series.firstIndex(where: { $0.kind == r.kind && $0.label == label }) {
-                        guard time.timeIntervalSince(series[i].at) >= policy.minimumInterval else { return nil }
-                        series[i].at = time
-                    } else {
-                        series.append(SeriesTime(kind: r.kind, label: label, at: time))
-                    }
-                    return (r.kind.rawValue, r.label ?? "", v)
-                }
-                if !due.isEmpty { table.times[record.id] = series }
-                return due
-            }
-        }
-        let interval = rowInterval
-        let writes: [(record: DeviceRecord, at: Date)] = rows.withLock { r in
+        let interval = rowInterval, minimum = policy.minimumInterval
+        var due: [[(String, String, Double)]] = []
+        due.reserveCapacity(records.count)
+        let writes: [(record: DeviceRecord, at: Date)] = devices.withLock { table in
             var out: [(record: DeviceRecord, at: Date)] = []
-            for (record, values) in zip(records, due) {
-                if values.isEmpty, let w = r.written[record.id], w.name == record.name, w.format == record.format,
-                   time >= w.at, time.timeIntervalSince(w.at) < interval {
-                    r.pending[record.id] = (record, time)
-                    continue
+            for record in records {
+                // Changed in place: one lookup, and the series list is not copied.
+                let stored = Self.consider(record, at: time, minimum: minimum, interval: interval,
+                                           &table.entries[record.id, default: DeviceEntry()])
+                due.append(stored.values)
+                if stored.write { out.append((record, time)) }
+            }
+            if let last = table.lastSweep, time >= last, time.timeIntervalSince(last) < interval { return out }
+            // Once per interval: what waited goes now, what was written long
+            // enough ago is forgotten (its next record is written at once),
+            // and entries that say nothing any more go.
+            table.lastSweep = time
+            var gone: [DeviceID] = []
+            var i = table.entries.startIndex
+            while i != table.entries.endIndex {
+                let id = table.entries.keys[i]
+                if let write = Self.takePending(&table.entries.values[i], id: id) { out.append(write) }
+                if let w = table.entries.values[i].row, !(time >= w.at && time.timeIntervalSince(w.at) < interval) {
+                    table.entries.values[i].row = nil
                 }
-                r.pending[record.id] = nil
-                r.written[record.id] = RowWrite(at: time, name: record.name, format: record.format)
-                out.append((record, time))
+                if table.entries.values[i].row == nil,
+                   !table.entries.values[i].series.contains(where: { time.timeIntervalSince($0.at) < minimum }) {
+                    gone.append(id)
+                }
+                i = table.entries.index(after: i)
             }
-            if let last = r.lastSweep, time >= last, time.timeIntervalSince(last) < interval { return out }
-            // Once per interval: what waited goes now, and what was written
-            // long enough ago is forgotten (its next record is written at once).
-            r.lastSweep = time
-            for (id, p) in r.pending {
-                r.written[id] = RowWrite(at: p.at, name: p.record.name, format: p.record.format)
-                out.append(p)
-            }
-            r.pending = [:]
-            r.written = r.written.filter { time >= $0.value.at && time.timeIntervalSince($0.value.at) < interval }
+            for id in gone { table.entries[id] = nil }
             return out
         }
         guard !writes.isEmpty else { return 0 }
@@ -218,7 +220,7 @@ public final class ReadingStore: ReadingHistory {
             try writeRows(writes, values: values)
         } catch {
             // Written again with the device's next record.
-            rows.withLock { r in for w in writes { r.written[w.record.id] = nil } }
+            devices.withLock { t in for w in writes { t.entries[w.record.id]?.row = nil } }
             let what = records.count == 1 ? "\(records[0].id.address)" : "\(records.count) devices"
             throw DomainError("cannot store readings of \(what): \(error)", cause: error)
         }
@@ -249,12 +251,55 @@ public final class ReadingStore: ReadingHistory {
         }
     }
 
+    /// One record against its device's entry: the values due (at most one
+    /// per series per `minimum`) and whether its row is written now (else
+    /// its readings wait in the entry).
+    private static func consider(_ record: DeviceRecord, at time: Date, minimum: TimeInterval, interval: TimeInterval,
+                                 _ entry: inout DeviceEntry) -> (values: [(String, String, Double)], write: Bool) {
+        // One time per reading, kept for as long as the device is: exactly
+        // as many as it has (appending one by one doubles).
+        if entry.series.isEmpty { entry.series.reserveCapacity(record.readings.count) }
+        var values: [(String, String, Double)] = []
+        for r in record.readings {
+            guard case let .number(v) = r.value, v.isFinite else { continue }
+            let label = SeriesTime.label(r.label)
+            if let i = entry.series.firstIndex(where: { $0.kind == r.kind && $0.label == label }) {
+                guard time.timeIntervalSince(entry.series[i].at) >= minimum else { continue }
+                entry.series[i].at = time
+            } else {
+                entry.series.append(SeriesTime(kind: r.kind, label: label, at: time))
+            }
+            values.append((r.kind.rawValue, r.label ?? "", v))
+        }
+        if values.isEmpty, let w = entry.row, w.name == record.name, w.format == record.format,
+           time >= w.at, time.timeIntervalSince(w.at) < interval {
+            entry.pending = (record.readings, time)
+            return (values, false)
+        }
+        entry.pending = nil
+        entry.row = RowWrite(at: time, name: record.name, format: record.format)
+        return (values, true)
+    }
+
+    /// The row that waits in `entry` (its readings with the name and format
+    /// last written), now counted as written; nil when none waits.
+    private static func takePending(_ entry: inout DeviceEntry, id: DeviceID) -> (record: DeviceRecord, at: Date)? {
+        guard let (readings, at) = entry.pending, let row = entry.row else { return nil }
+        entry.pending = nil
+        entry.row = RowWrite(at: at, name: row.name, format: row.format)
+        return (DeviceRecord(id: id, name: row.name, format: row.format, readings: readings), at)
+    }
+
     /// Writes the device rows that wait (see `rows`) now.
     public func flushPendingRows() throws(DomainError) {
-        let writes = rows.withLock { r -> [(record: DeviceRecord, at: Date)] in
-            defer { r.pending = [:] }
-            for (id, p) in r.pending { r.written[id] = RowWrite(at: p.at, name: p.record.name, format: p.record.format) }
-            return Array(r.pending.values)
+        let writes = devices.withLock { t -> [(record: DeviceRecord, at: Date)] in
+            var out: [(record: DeviceRecord, at: Date)] = []
+            var i = t.entries.startIndex
+            while i != t.entries.endIndex {
+                if let write = Self.takePending(&t.entries.values[i], id: t.entries.keys[i]) { out.append(write) }
+                i = t.entries.index(after: i)
+            }
+            return out
         }
         guard !writes.isEmpty else { return }
         do { try writeRows(writes, values: [:]) } catch {
