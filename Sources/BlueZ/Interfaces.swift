@@ -16,6 +16,7 @@ public enum BlueZInterface {
     /// Exported by the client below the root it registers.
     public static let advertisementMonitor = "org.bluez.AdvertisementMonitor1"
     public static let properties = "org.freedesktop.DBus.Properties"
+    public static let introspectable = "org.freedesktop.DBus.Introspectable"
     public static let objectManager = "org.freedesktop.DBus.ObjectManager"
     /// Where AgentManager1 lives.
     public static let managerPath: ObjectPath = "/org/bluez"

@@ -70,10 +70,14 @@ public struct BlueZSnapshot: Sendable, Equatable {
     /// (never stale data from a previous bluetoothd).
     public internal(set) var available = false
     /// Every object's interfaces and properties, as last received — except
-    /// Device1's, which live only in ``devices`` (its entry here is an empty
-    /// marker): one representation per device, not the received dictionaries
-    /// next to the typed model (half the mirror's memory per device). Read
-    /// them whole with Properties.GetAll when needed (`blecompanion info`).
+    /// a device's Device1 and the standard interfaces without properties
+    /// (Properties, Introspectable) on its path: a device lives only in
+    /// ``devices``, and its path is here only while another interface
+    /// (Battery1, MediaControl1, …) is on it. One representation per
+    /// device, not the received dictionaries next to the typed model (an
+    /// interfaces dictionary per device path was ~400 bytes a device,
+    /// heaptrack 2026-11-29). Read them whole with Properties.GetAll when
+    /// needed (`blecompanion info`).
     public internal(set) var objects: [ObjectPath: [String: [String: DBusValue]]] = [:]
     public internal(set) var adapters: [AdapterID: Adapter] = [:]
     public internal(set) var devices: [DeviceID: Device] = [:]
@@ -231,19 +235,31 @@ public struct BlueZSnapshot: Sendable, Equatable {
         self = BlueZSnapshot()
     }
 
+    /// Interfaces whose entry a device's path does not need in ``objects``.
+    private static func keptInDevice(_ interface: String) -> Bool {
+        interface == BlueZInterface.device || interface == BlueZInterface.properties || interface == BlueZInterface.introspectable
+    }
+
     mutating func add(_ path: ObjectPath, _ interfaces: [String: [String: DBusValue]]) {
-        if let properties = interfaces[BlueZInterface.device], let id = DeviceID(path: path) {
-            devices[id] = Device(id: id, properties: properties)
+        var others = interfaces
+        if let id = DeviceID(path: path) {
+            if let properties = interfaces[BlueZInterface.device] { devices[id] = Device(id: id, properties: properties) }
+            if interfaces.keys.contains(where: Self.keptInDevice) { others = interfaces.filter { !Self.keptInDevice($0.key) } }
+            if others.isEmpty { return }
         }
-        objects[path, default: [:]].merge(interfaces) { _, new in new }
-        if objects[path]?[BlueZInterface.device] != nil { objects[path]?[BlueZInterface.device] = [:] }
-        rebuild(path, only: Set(interfaces.keys).subtracting([BlueZInterface.device]))
+        if objects[path] == nil {
+            objects[path] = others
+        } else {
+            objects[path]?.merge(others) { _, new in new }
+        }
+        rebuild(path, only: Set(others.keys))
     }
 
     mutating func remove(_ path: ObjectPath, _ interfaces: [String]) {
+        if interfaces.contains(BlueZInterface.device), let id = DeviceID(path: path) { devices[id] = nil }
         for i in interfaces { objects[path]?[i] = nil }
         if objects[path]?.isEmpty == true { objects[path] = nil }
-        rebuild(path, only: Set(interfaces))
+        rebuild(path, only: Set(interfaces).subtracting([BlueZInterface.device]))
     }
 
     /// Returns false when the object or interface is unknown (the change is
@@ -257,34 +273,35 @@ public struct BlueZSnapshot: Sendable, Equatable {
     mutating func change(_ path: ObjectPath, _ interface: String, entries: [DBusDictEntry], _ invalidated: [String]) -> Bool {
         // One hash lookup per table, then in-place updates: this runs for
         // every RSSI/advertising change of every device.
-        guard let at = objects.index(forKey: path), objects.values[at][interface] != nil else { return false }
-        // Device1's typed model is its only copy: it reads the changed keys
-        // from the changed values (an invalidated key is absent: its
-        // default). Other interfaces keep their received properties.
-        let device = interface == BlueZInterface.device
-        var changed: [String: DBusValue] = [:]
-        var keys: [String] = []
-        keys.reserveCapacity(entries.count + invalidated.count)
-        for e in entries {
-            guard case let .string(k) = e.key else { continue }
-            if device { changed[k] = e.value.unwrappingOneVariant } else { objects.values[at][interface]?[k] = e.value.unwrappingOneVariant }
-            keys.append(k)
-        }
-        for name in invalidated {
-            if !device { objects.values[at][interface]?[name] = nil }
-            keys.append(name)
-        }
-        if device {
+        if interface == BlueZInterface.device {
+            // Device1's typed model is its only copy: it reads the changed keys
+            // from the changed values (an invalidated key is absent: its default).
             guard let id = DeviceID(path: path), let d = devices.index(forKey: id) else { return false }
+            var changed: [String: DBusValue] = [:]
+            var keys: [String] = []
+            keys.reserveCapacity(entries.count + invalidated.count)
+            for e in entries {
+                guard case let .string(k) = e.key else { continue }
+                changed[k] = e.value.unwrappingOneVariant
+                keys.append(k)
+            }
+            keys.append(contentsOf: invalidated)
             devices.values[d].update(keys, from: changed)
             return true
         }
+        // Other interfaces keep their received properties.
+        guard let at = objects.index(forKey: path), objects.values[at][interface] != nil else { return false }
+        for e in entries {
+            guard case let .string(k) = e.key else { continue }
+            objects.values[at][interface]?[k] = e.value.unwrappingOneVariant
+        }
+        for name in invalidated { objects.values[at][interface]?[name] = nil }
         rebuild(path, only: [interface])
         return true
     }
 
     /// The typed models of `only`'s interfaces at `path`, from `objects`
-    /// (Device1: only its removal; its model is built in `add`).
+    /// (not Device1: its model is built in `add`, removed in `remove`).
     private mutating func rebuild(_ path: ObjectPath, only: Set<String>) {
         let ifaces = objects[path] ?? [:]
         func wants(_ i: String) -> Bool { only.contains(i) }
@@ -293,7 +310,6 @@ public struct BlueZSnapshot: Sendable, Equatable {
             adapters[id] = ifaces[BlueZInterface.adapter].map { Adapter(id: id, properties: $0) }
         }
         if let id = DeviceID(path: path) {
-            if wants(BlueZInterface.device), ifaces[BlueZInterface.device] == nil { devices[id] = nil }
             if wants(BlueZInterface.battery) {
                 batteries[id] = ifaces[BlueZInterface.battery].flatMap { props -> UInt8? in
                     if case let .byte(p)? = props["Percentage"]?.unwrapped { return p }

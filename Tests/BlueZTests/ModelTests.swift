@@ -65,7 +65,8 @@ import Vocabulary
         #expect(snap.devices[id]?.manufacturerData == [0x0499: [5, 9]])
         #expect(snap.devices[id]?.name == "ATC_DDEEFF" && snap.devices[id]?.addressType == "random")
         #expect(snap.devices[id]?.serviceData == ["0000181a-0000-1000-8000-00805f9b34fb": [9]])
-        #expect(snap.objects[devPath]?["org.bluez.Device1"] == [:])
+        #expect(snap.objects[devPath]?["org.bluez.Device1"] == nil)
+        #expect(snap.objects[devPath]?.keys.sorted() == ["org.bluez.Battery1"])
         // Another interface added to the device's path leaves its model alone.
         snap.add(devPath, ["org.bluez.MediaControl1": ["Connected": .boolean(false)]])
         #expect(snap.devices[id]?.manufacturerData == [0x0499: [5, 9]] && snap.devices[id]?.name == "ATC_DDEEFF")
@@ -73,6 +74,7 @@ import Vocabulary
         snap.remove(devPath, ["org.bluez.Battery1"])
         #expect(snap.batteries[id] == nil)
         #expect(snap.devices[id] != nil)
+        #expect(snap.objects[devPath]?.keys.sorted() == ["org.bluez.MediaControl1"])
         snap.remove(devPath, ["org.bluez.Device1", "org.bluez.MediaControl1"])
         #expect(snap.devices[id] == nil)
         #expect(snap.objects[devPath] == nil)
@@ -83,6 +85,30 @@ import Vocabulary
 
         snap.markUnavailable()
         #expect(!snap.available && snap.adapters.isEmpty)
+    }
+
+    /// A device path with only Device1 and the standard interfaces is kept
+    /// once, as the typed device: no interfaces dictionary next to it, and
+    /// changes and removal still reach the device.
+    @Test func aDeviceIsKeptOnlyAsItsTypedModel() throws {
+        var snap = BlueZSnapshot()
+        snap.reset(to: ["/org/bluez/hci0": ["org.bluez.Adapter1": ["Address": .string("00:11:22:33:44:55")],
+                                             "org.freedesktop.DBus.Introspectable": [:]]])
+        snap.add(devPath, ["org.bluez.Device1": deviceProps(rssi: -60), "org.freedesktop.DBus.Properties": [:],
+                           "org.freedesktop.DBus.Introspectable": [:]])
+        let id = try #require(DeviceID(path: devPath))
+        #expect(snap.objects[devPath] == nil)
+        #expect(snap.objects["/org/bluez/hci0"]?.keys.sorted() == ["org.bluez.Adapter1", "org.freedesktop.DBus.Introspectable"])
+        let changed = snap.change(devPath, "org.bluez.Device1", ["RSSI": .int16(-41)], [])
+        #expect(changed && snap.devices[id]?.rssi == -41)
+        // A property of an interface the path does not have is not applied.
+        let battery = snap.change(devPath, "org.bluez.Battery1", ["Percentage": .byte(5)], [])
+        #expect(!battery)
+        #expect(snap.batteries[id] == nil)
+        snap.remove(devPath, ["org.bluez.Device1", "org.freedesktop.DBus.Properties", "org.freedesktop.DBus.Introspectable"])
+        #expect(snap.devices[id] == nil && snap.objects[devPath] == nil)
+        let late = snap.change(devPath, "org.bluez.Device1", ["RSSI": .int16(-1)], [])
+        #expect(!late)
     }
 
     @Test func propertiesWithTheWrongTypeAreReportedNotFatal() throws {
