@@ -339,10 +339,10 @@ public final class DeviceListPresenter: Presenter {
             } else {
                 // The sorted array goes before the rows are built (at 10,000
                 // devices each copy of the list is megabytes).
-                let sorted = ChunkedArray(DeviceListPresenter.kept(snapshot.devices, filter: s.filter, sort: s.sort, now: time,
-                                                                   expiry: expiry, watches: watches))
+                let sorted = DeviceListPresenter.kept(snapshot.devices, filter: s.filter, sort: s.sort, now: time,
+                                                      expiry: expiry, watches: watches)
                 s.devices = .loaded(ChunkedArray(sorted.lazy.map { DeviceListPresenter.row($0, now: time, expiry: expiry, watches: watches) }))
-                latest.sorted = sorted
+                latest.sorted = ChunkedArray(sorted.lazy.map(SortKey.init))
                 latest.formatCounts = snapshot.devices.reduce(into: [:]) { counts, d in if let f = d.format { counts[f, default: 0] += 1 } }
                 s.formats = latest.formatCounts.keys.sorted()
             }
@@ -418,7 +418,7 @@ public final class DeviceListPresenter: Presenter {
                 if Self.keeps(record, filter: filter, needle: needle, now: time, expiry: expiry, watches: watches) {
                     let to = Self.insertionIndex(of: record, in: sorted, sort: sort)
                     let row = Self.row(record, now: time, expiry: expiry, watches: watches)
-                    sorted.insert(record, at: to)
+                    sorted.insert(SortKey(record), at: to)
                     rows.insert(row, at: to)
                     changes.rows.append(row)
                 } else {
@@ -437,7 +437,7 @@ public final class DeviceListPresenter: Presenter {
 
     /// Where `record` goes in `sorted` (the first place whose record does
     /// not come before it): binary search with the list's order.
-    static func insertionIndex(of record: DeviceRecord, in sorted: ChunkedArray<DeviceRecord>, sort: Sort) -> Int {
+    static func insertionIndex(of record: DeviceRecord, in sorted: ChunkedArray<SortKey>, sort: Sort) -> Int {
         var low = 0, high = sorted.count
         // Each probe reads only the fields the order compares (a whole
         // record passed to `comesBefore` was copied, retains and all, per
@@ -607,11 +607,28 @@ struct Moment {
     }
 }
 
+/// What the list's order compares of a record (``DeviceListPresenter/insertionIndex(of:in:sort:)``):
+/// a third of a whole record, so the presenter's copy of the order is not a
+/// second copy of every record next to the repository's.
+struct SortKey: Sendable {
+    let id: DeviceID
+    let name: String?
+    let lastSeen: Date?
+    let rssi: Int16?
+
+    init(_ record: DeviceRecord) {
+        id = record.id
+        name = record.name
+        lastSeen = record.lastSeen
+        rssi = record.rssi
+    }
+}
+
 /// The last repository snapshot, touched only by the action queue's task.
 private final class LatestSnapshot: @unchecked Sendable {
     var value: DeviceListSnapshot?
-    /// The records behind the rows now shown, in the same order (nil: to be rebuilt).
-    var sorted: ChunkedArray<DeviceRecord>?
+    /// The order of the rows now shown: each row's sort key (nil: to be rebuilt).
+    var sorted: ChunkedArray<SortKey>?
     /// How many records of each format the snapshot has (the format filter's choices).
     var formatCounts: [String: Int] = [:]
     var watches: [BluetoothAddress: ConnectionStatus] = [:]
