@@ -147,6 +147,13 @@ struct AdvertisementCache {
 /// ``DeviceRepositoryStatistics/coalesced``), whatever the rate; anything else
 /// (a device added or removed, availability, scanning) is published at once
 /// as a whole.
+/// When a device was last heard: on the wall clock (shown, published) and on
+/// the boot-time clock (stale and expiry times).
+private struct Heard {
+    var date: Date
+    var uptime: TimeInterval
+}
+
 public final class BlueZDeviceRepository: DeviceRepository {
     private let client: BlueZClient
     private let adapterName: String?
@@ -155,9 +162,10 @@ public final class BlueZDeviceRepository: DeviceRepository {
     public let publishInterval: Duration
 
     private struct State {
-        var lastSeen: [DeviceID: Date] = [:]
-        /// The same moments on the boot-time clock (`DeviceRecord.heard`).
-        var heard: [DeviceID: TimeInterval] = [:]
+        /// When each device was last heard, on the wall clock and on the
+        /// boot-time clock (`DeviceRecord.lastSeen` and `.heard`): set
+        /// together, so one table (one key per device, not two).
+        var heard: [DeviceID: Heard] = [:]
         var session: DiscoverySession?
         var decoded: AdvertisementCache
         var advertisements: UInt64 = 0
@@ -280,8 +288,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
             let time = now(), uptime = BootClock.seconds()
             state.withLock { s in
                 for id in touched {
-                    s.lastSeen[id] = time
-                    s.heard[id] = uptime
+                    s.heard[id] = Heard(date: time, uptime: uptime)
                 }
                 s.advertisements &+= UInt64(touched.count)
                 s.resyncPending = true
@@ -378,8 +385,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         let publishNow: Bool? = state.withLock { s in
             guard let index = s.index[id], index < s.records.count, s.records[index].id == id,
                   s.availability == .available, s.scanning == discovering else { return nil }
-            s.lastSeen[id] = time
-            s.heard[id] = uptime
+            s.heard[id] = Heard(date: time, uptime: uptime)
             s.advertisements &+= 1
             let decoded = s.decoded.decoded(for: device, bindkey: bindkeys(device.address))
             // In place: the list is shared with the last snapshot until its
@@ -509,30 +515,27 @@ public final class BlueZDeviceRepository: DeviceRepository {
             if let ended { Task { await ended.stop() } }
         }
         let time = now(), uptime = BootClock.seconds()
-        let (lastSeen, heard) = state.withLock { s -> ([DeviceID: Date], [DeviceID: TimeInterval]) in
-            for id in changed {
-                s.lastSeen[id] = time
-                s.heard[id] = uptime
-            }
+        let heard = state.withLock { s -> [DeviceID: Heard] in
+            for id in changed { s.heard[id] = Heard(date: time, uptime: uptime) }
             s.advertisements &+= UInt64(changed.count)
-            return (s.lastSeen, s.heard)
+            return s.heard
         }
         let decoded: [DecodedAdvertisement] = state.withLock { s in
-            if s.decoded.count > devices.count || s.lastSeen.count > devices.count {
+            if s.decoded.count > devices.count || s.heard.count > devices.count {
                 // Devices bluetoothd removed (a phone's rotated random
                 // address, a temporary device timed out): forget their
                 // decoded data and when they were heard, or these tables
                 // grow with every address ever heard.
                 let present = Set(devices.map(\.id))
                 s.decoded.keep(only: present)
-                s.lastSeen = s.lastSeen.filter { present.contains($0.key) }
                 s.heard = s.heard.filter { present.contains($0.key) }
             }
             return devices.map { d in s.decoded.decoded(for: d, bindkey: bindkeys(d.address)) }
         }
         // Straight into the chunked list (no array of them first).
         let records = ChunkedArray(zip(devices, decoded).lazy.map { d, decoded in
-            self.makeRecord(d, decoded, lastSeen: lastSeen[d.id], heard: heard[d.id])
+            let h = heard[d.id]
+            return self.makeRecord(d, decoded, lastSeen: h?.date, heard: h?.uptime)
         })
         state.withLock { s in
             let scanning = adapter?.discovering == true
