@@ -201,6 +201,26 @@ import Vocabulary
         #expect(try store.record(record(22.0), at: t0.addingTimeInterval(1_061)) == 2)
     }
 
+    /// A series is its kind and its label: two labelled temperatures of one
+    /// device and the unlabelled one each get a value per interval, and a
+    /// series heard for the first time later is stored at once.
+    @Test func labelledSeriesOfOneKindAreLimitedEachOnTheirOwn() throws {
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let store = try ReadingStore(path: dir.appendingPathComponent("labels.sqlite").path)
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        func probes(_ readings: [Reading]) -> DeviceRecord { DeviceRecord(id: device, name: "Probe", format: "x", readings: readings) }
+        let two = [Reading(.temperature, 20), Reading(.temperature, 60, label: "probe 1"), Reading(.temperature, 80, label: "probe 2")]
+        #expect(try store.record(probes(two), at: t0) == 3)
+        #expect(try store.record(probes(two), at: t0.addingTimeInterval(30)) == 0)
+        // A third probe appears: its own series, stored at once; the others still wait.
+        let three = two + [Reading(.temperature, 90, label: "probe 3")]
+        #expect(try store.record(probes(three), at: t0.addingTimeInterval(40)) == 1)
+        #expect(try store.record(probes(three), at: t0.addingTimeInterval(61)) == 3)
+        let series = try store.series(of: device, since: t0)
+        #expect(series.map(\.label) == ["", "probe 1", "probe 2", "probe 3"])
+        #expect(series.map(\.points.count) == [2, 2, 2, 1])
+    }
+
     @Test func aBadPathSaysWhichFile() {
         #expect(throws: DomainError.self) { try ReadingStore(path: "/nonexistent-dir/x/db.sqlite") }
         do {
