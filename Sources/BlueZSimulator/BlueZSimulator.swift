@@ -157,6 +157,9 @@ final class DeviceState {
     let adapterID: String
     var registration: DBusObjectRegistration?
     var exporting = false
+    /// Method calls that reached the object while its export was still
+    /// finishing (``BlueZSimulator/exported(_:)``).
+    var exportWaiters: [CheckedContinuation<Void, Never>] = []
     var gattExported = false
     var hasBattery = false
     /// bluetoothd's disconnect timer, while a Disconnect waits for it; a

@@ -58,7 +58,12 @@ extension BlueZSimulator {
     func exportDevice(_ d: DeviceState) async throws {
         guard let connection, let a = adapter(d.adapterID), a.registration != nil, d.registration == nil, !d.exporting else { return }
         d.exporting = true
-        defer { d.exporting = false }
+        defer {
+            d.exporting = false
+            let waiting = d.exportWaiters
+            d.exportWaiters = []
+            for w in waiting { w.resume() }
+        }
         let i = d.index
         let methods = [
             method("Connect") { sim, _ in try await sim.connect(i) },
@@ -240,10 +245,24 @@ extension BlueZSimulator {
 
     // MARK: Connection
 
+    /// Whether a method call on `d`'s object finds the device. The object
+    /// takes calls as soon as its InterfacesAdded went out, and a client may
+    /// call it at once (bluetoothd accepts that); the simulator, an actor,
+    /// records the registration only when the export's await returns, so a
+    /// call that came in between waits for it here instead of being told
+    /// the device does not exist (seen under load in CI: Connect right
+    /// after the device appeared).
+    func exported(_ d: DeviceState) async -> Bool {
+        if d.registration == nil, d.exporting {
+            await withCheckedContinuation { d.exportWaiters.append($0) }
+        }
+        return d.registration != nil
+    }
+
     func connect(_ i: Int) async throws -> [DBusValue] {
         let d = devices[i]
         _ = try requirePowered(d.adapterID)
-        guard d.registration != nil else { throw bluezError("DoesNotExist", "Does Not Exist") }
+        guard await exported(d) else { throw bluezError("DoesNotExist", "Does Not Exist") }
         if d.blocked { throw bluezError("Failed", "Blocked") }
         // An LE device bluetoothd holds connected: success at once, services
         // resolved or not (dev_connect()); after a kill that opens no ATT.
