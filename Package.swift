@@ -125,7 +125,7 @@ let package = Package(
         // HTTP as its front ends. No terminal module.
         .target(name: "Gateway", dependencies: [
             "Vocabulary", "Domain", "Presenters", "BLEParsing", "BlueZ", "MQTT", "HTTPServer", "ServiceSupport", "GatewayConfig", "Bounds", "Locking",
-            "Fleet",
+            "Fleet", "CPosix",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
         ]),

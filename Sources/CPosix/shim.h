@@ -45,4 +45,12 @@ static inline void csystem_tune_malloc_for_service(void) {
     mallopt(M_ARENA_MAX, 2);
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 }
+
+/// Gives the pages of freed heap memory back to the system (glibc keeps
+/// them otherwise: only the top of an arena is returned by itself). For
+/// after a one-off peak such as a gateway's first list of every device.
+/// Returns 1 when memory was released.
+static inline int csystem_release_free_memory(void) {
+    return malloc_trim(0);
+}
 #endif
