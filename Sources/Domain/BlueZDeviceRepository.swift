@@ -134,6 +134,13 @@ struct AdvertisementCache {
     mutating func keep(only present: Set<DeviceID>) { entries = entries.filter { present.contains($0.key) } }
 }
 
+/// When a device was last heard: on the wall clock (shown, published) and on
+/// the boot-time clock (stale and expiry times).
+private struct Heard {
+    var date: Date
+    var uptime: TimeInterval
+}
+
 /// The device repository over a live BlueZ mirror: bluetoothd's tree plus
 /// decoded advertisements.
 ///
@@ -147,13 +154,6 @@ struct AdvertisementCache {
 /// ``DeviceRepositoryStatistics/coalesced``), whatever the rate; anything else
 /// (a device added or removed, availability, scanning) is published at once
 /// as a whole.
-/// When a device was last heard: on the wall clock (shown, published) and on
-/// the boot-time clock (stale and expiry times).
-private struct Heard {
-    var date: Date
-    var uptime: TimeInterval
-}
-
 public final class BlueZDeviceRepository: DeviceRepository {
     private let client: BlueZClient
     private let adapterName: String?
