@@ -3,6 +3,29 @@
 // layer rules this manifest enforces (who may import whom).
 import PackageDescription
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// This directory, for paths the linker reads (it runs elsewhere).
+let packageRoot = String(#filePath.dropLast("/Package.swift".count))
+
+/// Whether this system's glibc applies packed relative relocations (DT_RELR,
+/// glibc 2.36: Debian 12, Ubuntu 24.04); older ones (Ubuntu 22.04's 2.35)
+/// refuse such a binary, so it is linked the old way there.
+let glibcHasRELR: Bool = {
+    #if canImport(Glibc)
+    var buffer = [CChar](repeating: 0, count: 64)   // "glibc 2.36"
+    guard confstr(Int32(_CS_GNU_LIBC_VERSION), &buffer, buffer.count) > 0 else { return false }
+    let version = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let parts = version.split(separator: " ").last?.split(separator: ".").compactMap { Int($0) } ?? []
+    guard parts.count >= 2 else { return false }
+    return parts[0] > 2 || (parts[0] == 2 && parts[1] >= 36)
+    #else
+    return false
+    #endif
+}()
+
 let package = Package(
     name: "BLECompanion",
     platforms: [.macOS(.v14)],
@@ -149,6 +172,23 @@ let package = Package(
                 // their sections); a backtrace names functions from .symtab
                 // (the unstripped build's). docs/PERFORMANCE.md: -1.5 MiB RSS.
                 .unsafeFlags(["-Xlinker", "--no-export-dynamic"]),
+                // Release builds on Linux link with lld, for two things gold
+                // does not do. Relative relocations packed (DT_RELR, glibc
+                // ≥ 2.36): the 2.4 MB of .rela.dyn that the dynamic linker
+                // read at every start, and that stayed resident, become 40 kB.
+                // Functions laid out by deploy/blecompanion.order (the ones a
+                // gateway runs, scripts/update-link-order writes it): the
+                // kernel maps up to 64 kB of code around each page a fault
+                // touches, so code run spread over the whole .text kept
+                // ~17 MB of it resident. Our modules are compiled with
+                // -function-sections (below) so that lld moves single
+                // functions. docs/PERFORMANCE.md, tenth pass.
+                .unsafeFlags([
+                    "-use-ld=lld",
+                    "-Xlinker", "--symbol-ordering-file=\(packageRoot)/deploy/blecompanion.order",
+                    "-Xlinker", "--no-warn-symbol-ordering",
+                ] + (glibcHasRELR ? ["-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"] : []),
+                .when(platforms: [.linux], configuration: .release)),
             ]
         ),
         .executableTarget(name: "bench", dependencies: [
@@ -198,3 +238,12 @@ let package = Package(
         .testTarget(name: "DashboardTests", dependencies: ["Vocabulary", "Dashboard", "TerminalUI", "Presenters", "Domain", "BlueZ", "BLEParsing", "DBus", "Locking", "TestSupport"], exclude: ["Snapshots"]),
     ]
 )
+
+// Each function in a section of its own in release builds, so that the
+// linker can lay out the ones that run together (blecompanion's
+// --symbol-ordering-file above). Dependencies keep one section per file.
+for target in package.targets where [.regular, .executable, .test].contains(target.type) {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release)),
+    ]
+}
