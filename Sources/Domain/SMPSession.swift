@@ -58,12 +58,20 @@ public actor SMPSession {
         }
     }
 
-    /// Stops: outstanding requests fail, the transport closes.
+    /// Stops: outstanding requests fail, the transport closes. A request
+    /// whose first fragments went out is written to its end first: the
+    /// device reassembles fragments per connection, so half a request left
+    /// there would take the next session's fragments as its rest (an upload
+    /// cancelled mid-chunk then resumed got a chunk of mixed bytes and
+    /// failed the image check). Requests not begun are not sent.
     public func close() async {
         end(DomainError("the SMP session was closed"))
         receiver?.cancel()
+        await writeTail?.value
         await transport.close()
     }
+
+    private var isEnded: Bool { ended != nil }
 
     public var isOpen: Bool { ended == nil }
 
@@ -127,11 +135,12 @@ public actor SMPSession {
             let size = max(20, transport.fragmentSize)
             writeTail = Task { [weak self] in
                 await previous?.value
+                guard let self, await !self.isEnded else { return }
                 var start = 0
                 while start < bytes.count {
                     let end = min(start + size, bytes.count)
                     do { try await transport.send(Array(bytes[start..<end])) } catch {
-                        await self?.expire(seq, error)
+                        await self.expire(seq, error)
                         return
                     }
                     start = end
