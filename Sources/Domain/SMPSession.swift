@@ -71,8 +71,6 @@ public actor SMPSession {
         await transport.close()
     }
 
-    private var isEnded: Bool { ended != nil }
-
     public var isOpen: Bool { ended == nil }
 
     // MARK: Requests
@@ -135,7 +133,7 @@ public actor SMPSession {
             let size = max(20, transport.fragmentSize)
             writeTail = Task { [weak self] in
                 await previous?.value
-                guard let self, await !self.isEnded else { return }
+                guard let self, await self.isOpen else { return }
                 var start = 0
                 while start < bytes.count {
                     let end = min(start + size, bytes.count)
