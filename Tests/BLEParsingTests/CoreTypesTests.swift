@@ -68,9 +68,56 @@ struct CoreJSONTests {
 /// and table that holds a device's state: their size is a memory budget.
 @Suite("Reading layout")
 struct ReadingLayoutTests {
-    @Test func aReadingFitsInFiftySixBytes() {
-        // value (17 bytes with its tag) + kind (1) + unit and label (16 each),
-        // with no padding between the value's tag and the kind.
-        #expect(MemoryLayout<Reading>.stride <= 56)
+    @Test func aReadingFitsInThirtyTwoBytes() {
+        // The number (8), the kind and the form byte (padded to 8), one optional string (16).
+        #expect(MemoryLayout<Reading>.stride <= 32)
+    }
+
+    /// Every combination of value case, unit (none, the kind's canonical
+    /// one, another) and label reads back as it was given, and two readings
+    /// are equal (and hash alike) exactly when what they show is equal.
+    @Test func everyCombinationOfPartsReadsBackAndComparesByWhatItShows() {
+        let values: [ReadingValue] = [.number(21.5), .number(-0.0), .bool(true), .bool(false), .text(""), .text("long press: 3 s"), .text("12:x")]
+        let units: [String?] = [nil, "°C", "mV", "", "3:abc"]
+        let labels: [String?] = [nil, "x", "", "a label longer than fifteen bytes", "1:"]
+        var all: [Reading] = []
+        for v in values { for u in units { for l in labels {
+            let r = Reading(kind: .temperature, value: v, unit: u, label: l)
+            #expect(r.value == v, "value of \(v) \(String(describing: u)) \(String(describing: l))")
+            #expect(r.unit == u, "unit of \(v) \(String(describing: u)) \(String(describing: l))")
+            #expect(r.label == l, "label of \(v) \(String(describing: u)) \(String(describing: l))")
+            #expect(r.kind == .temperature)
+            all.append(r)
+        } } }
+        for (i, a) in all.enumerated() {
+            for (j, b) in all.enumerated() {
+                let same = a.value == b.value && a.unit == b.unit && a.label == b.label
+                #expect((a == b) == same, "\(i) against \(j)")
+                if same { #expect(a.hashValue == b.hashValue) }
+            }
+        }
+    }
+
+    @Test func theNumericInitialiserMatchesTheGeneralOne() {
+        #expect(Reading(.temperature, 21.5) == Reading(kind: .temperature, value: .number(21.5), unit: "°C"))
+        #expect(Reading(.temperature, 21.5).unit == "°C")
+        #expect(Reading(.temperature, 21.5, unit: "°F").unit == "°F")
+        #expect(Reading(.count, 3, label: "movement").unit == nil)
+        #expect(Reading(.acceleration, 1, label: "x") != Reading(.acceleration, 1, label: "y"))
+        #expect(Reading(kind: .temperature, value: .number(1), unit: nil) != Reading(.temperature, 1))
+    }
+
+    @Test func settingAPartKeepsTheOthers() {
+        var r = Reading(.temperature, 21.5, label: "probe")
+        r.kind = .humidity
+        // Still °C: the unit was given (as the old kind's canonical one), not derived from the new kind.
+        #expect(r.unit == "°C" && r.label == "probe" && r.value == .number(21.5) && r.kind == .humidity)
+        r.unit = "%"
+        #expect(r == Reading(.humidity, 21.5, label: "probe"))
+        r.value = .text("dry")
+        #expect(r.value == .text("dry") && r.unit == "%" && r.label == "probe")
+        r.label = nil
+        #expect(r.label == nil && r.value == .text("dry") && r.unit == "%")
+        #expect(r.description == "humidity=dry %")
     }
 }
