@@ -546,7 +546,7 @@ public final class GatewayRuntime: Sendable {
         defer { timer.cancel() }
         var lastRelease: ContinuousClock.Instant?
         for await state in states {
-            let messages = await loop.listChanged(state.devices, changes: state.changes, now: Date())
+            let messages = await loop.listChanged(state.devices, changes: state.changes, now: Date()) { [self] in enqueue($0) }
             enqueue(messages)
             // A whole list (the first, or after lost events) went through
             // every stage at once: its copies are freed by now, but glibc
@@ -1060,12 +1060,15 @@ actor PublishingLoop {
         inFleet = fleet != nil
     }
 
-    func listChanged(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?, now: Date) -> [OutgoingMessage] {
+    /// The messages a new list state makes. `emit` takes those of a whole
+    /// list in slices as they are made (see ``PublishPlanner``); the rest are returned.
+    func listChanged(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?, now: Date,
+                     emit: (@Sendable ([OutgoingMessage]) -> Void)? = nil) -> [OutgoingMessage] {
         guard !stopped else { return [] }
         var identityMessages: [OutgoingMessage] = []
         if fleet != nil || identities != nil { hear(list, changes: changes, &identityMessages) }
         lastList = list
-        var out = planner.update(list, changes: changes, gatt: gatt, now: now)
+        var out = planner.update(list, changes: changes, gatt: gatt, now: now, emit: emit.map { emit in { emit($0) } })
         out += identityMessages
         updateDeadline()
         return out

@@ -154,9 +154,18 @@ public struct PublishPlanner: Sendable {
     /// subscribed characteristics, merged into their state. `changes`: the
     /// rows that differ from the previous state's (the list presenter's
     /// `changes`); only they are looked at, O(changed). nil: every row is.
+    ///
+    /// `emit`, when given, takes the messages of a whole list in slices of
+    /// `emitEvery` as they are made (the caller stores each slice before the
+    /// next is made), and the rest is returned: at 10 000 devices a first
+    /// list's messages all at once were about 4 MB held only to be copied
+    /// into the outbound queue.
     public mutating func update(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?,
-                                gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
-        guard let changes, case .loaded = list, listLoaded else { return update(list, gatt: gatt, now: now) }
+                                gatt: [BluetoothAddress: [Reading]] = [:], now: Date,
+                                emitEvery: Int = 512, emit: ((inout [OutgoingMessage]) -> Void)? = nil) -> [OutgoingMessage] {
+        guard let changes, case .loaded = list, listLoaded else {
+            return update(list, gatt: gatt, now: now, emitEvery: emitEvery, emit: emit)
+        }
         var out: [OutgoingMessage] = []
         for row in changes.rows { consider(row, gatt: gatt, now: now, &out) }
         for address in changes.removed.map(\.address).sorted() where onlineAddresses.contains(address) {
@@ -186,8 +195,10 @@ public struct PublishPlanner: Sendable {
     }
 
     /// A new device-list state, every row looked at.
+    /// `emit`: see ``update(_:changes:gatt:now:emitEvery:emit:)``.
     public mutating func update(_ list: Loadable<DeviceListPresenter.Rows>,
-                                gatt: [BluetoothAddress: [Reading]] = [:], now: Date) -> [OutgoingMessage] {
+                                gatt: [BluetoothAddress: [Reading]] = [:], now: Date,
+                                emitEvery: Int = 512, emit: ((inout [OutgoingMessage]) -> Void)? = nil) -> [OutgoingMessage] {
         var out: [OutgoingMessage] = []
         guard case let .loaded(rows) = list else {
             if case .loading = list { return [] }
@@ -199,7 +210,14 @@ public struct PublishPlanner: Sendable {
         }
         bluetoothAvailable = true
         var listed: Set<BluetoothAddress> = []
-        for row in rows where consider(row, gatt: gatt, now: now, &out) { listed.insert(row.id.address) }
+        let slice = max(1, emitEvery)
+        for row in rows {
+            if consider(row, gatt: gatt, now: now, &out) { listed.insert(row.id.address) }
+            if let emit, out.count >= slice {
+                emit(&out)
+                out.removeAll(keepingCapacity: true)
+            }
+        }
         for address in onlineAddresses.subtracting(listed).sorted() { setOffline(address, &out) }
         listLoaded = true
         out.append(contentsOf: tick(now: now))

@@ -43,6 +43,30 @@ import Vocabulary
         #expect(!out[3].retain && out[3].qos == 1)
     }
 
+    /// A whole list's messages handed out in slices as they are made are
+    /// the same messages in the same order as all at once, and no slice is
+    /// larger than asked; a keyed update (changed rows) is not sliced.
+    @Test func aWholeListsMessagesCanBeTakenInSlicesWithoutChangingThem() throws {
+        let list = try (1...40).map { try row(String(format: "AA:00:00:00:00:%02X", $0), stale: $0 == 7) }
+        let rows = DeviceListPresenter.Rows(list)
+        var whole = planner(), sliced = planner()
+        let all = whole.update(.loaded(rows), now: t0)
+        var slices: [[OutgoingMessage]] = []
+        let rest = sliced.update(.loaded(rows), changes: nil, now: t0, emitEvery: 9) { slices.append($0) }
+        #expect(all.count > 100, "discovery, availability and state of 39 devices")
+        #expect(slices.count >= all.count / 12, "\(slices.count) slices of \(all.count) messages")
+        #expect(slices.allSatisfy { $0.count >= 9 && $0.count < 9 + 4 }, "\(slices.map(\.count))")
+        let joined = slices.flatMap { $0 } + rest
+        #expect(joined.map(\.topic) == all.map(\.topic))
+        #expect(joined.map(\.payload) == all.map(\.payload))
+        var changes = DeviceListPresenter.RowChanges()
+        changes.rows = try [row("AA:00:00:00:00:01", temperature: 30)]
+        let changedRows = DeviceListPresenter.Rows([try row("AA:00:00:00:00:01", temperature: 30)] + list.dropFirst())
+        var emitted = 0
+        let keyed = sliced.update(.loaded(changedRows), changes: changes, now: t0 + 1, emitEvery: 1) { _ in emitted += 1 }
+        #expect(emitted == 0 && kinds(keyed) == ["state"])
+    }
+
     @Test func onlyContentChangesPublishNotRSSI() throws {
         var p = planner()
         _ = p.update(.loaded([try row("AA:00:00:00:00:01")]), now: t0)
