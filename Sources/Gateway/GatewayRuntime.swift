@@ -1068,7 +1068,7 @@ actor PublishingLoop {
         var identityMessages: [OutgoingMessage] = []
         if fleet != nil || identities != nil { hear(list, changes: changes, &identityMessages) }
         lastList = list
-        var out = planner.update(list, changes: changes, gatt: gatt, now: now, emit: emit.map { emit in { emit($0) } })
+        var out = planner.update(list, changes: changes, gatt: gatt, now: now, emit: emit)
         out += identityMessages
         updateDeadline()
         return out

@@ -162,7 +162,7 @@ public struct PublishPlanner: Sendable {
     /// into the outbound queue.
     public mutating func update(_ list: Loadable<DeviceListPresenter.Rows>, changes: DeviceListPresenter.RowChanges?,
                                 gatt: [BluetoothAddress: [Reading]] = [:], now: Date,
-                                emitEvery: Int = 512, emit: ((inout [OutgoingMessage]) -> Void)? = nil) -> [OutgoingMessage] {
+                                emitEvery: Int = 512, emit: (([OutgoingMessage]) -> Void)? = nil) -> [OutgoingMessage] {
         guard let changes, case .loaded = list, listLoaded else {
             return update(list, gatt: gatt, now: now, emitEvery: emitEvery, emit: emit)
         }
@@ -198,7 +198,7 @@ public struct PublishPlanner: Sendable {
     /// `emit`: see ``update(_:changes:gatt:now:emitEvery:emit:)``.
     public mutating func update(_ list: Loadable<DeviceListPresenter.Rows>,
                                 gatt: [BluetoothAddress: [Reading]] = [:], now: Date,
-                                emitEvery: Int = 512, emit: ((inout [OutgoingMessage]) -> Void)? = nil) -> [OutgoingMessage] {
+                                emitEvery: Int = 512, emit: (([OutgoingMessage]) -> Void)? = nil) -> [OutgoingMessage] {
         var out: [OutgoingMessage] = []
         guard case let .loaded(rows) = list else {
             if case .loading = list { return [] }
@@ -214,7 +214,7 @@ public struct PublishPlanner: Sendable {
         for row in rows {
             if consider(row, gatt: gatt, now: now, &out) { listed.insert(row.id.address) }
             if let emit, out.count >= slice {
-                emit(&out)
+                emit(out)
                 out.removeAll(keepingCapacity: true)
             }
         }
