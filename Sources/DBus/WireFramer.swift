@@ -106,10 +106,21 @@ final class WireFramer {
         if start == end {
             start = 0
             end = 0
-            // A one-off large message should not pin its buffer.
-            if capacity > 4 * WireFramer.chunk { resize(to: 2 * WireFramer.chunk) }
+        }
+        // A one-off large message (GetManagedObjects of thousands of
+        // devices: megabytes) should not pin its buffer. Shrink as soon as
+        // what is left fits the usual size, not only when the buffer is
+        // empty: under a steady flood of signals a read rarely ends on a
+        // message boundary, so the buffer was seldom empty, and the reads
+        // that followed walked through (made resident) all of the large
+        // buffer before wrapping round.
+        if capacity > 4 * WireFramer.chunk, end - start <= WireFramer.chunk {
+            resize(to: 2 * WireFramer.chunk)
         }
     }
+
+    /// The buffer's size now (for tests).
+    var bufferCapacity: Int { capacity }
 
     /// Claims the `count` oldest unclaimed descriptors for a message
     /// (the sender attaches them to the message's first bytes, so they

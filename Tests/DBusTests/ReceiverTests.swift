@@ -83,6 +83,26 @@ import Testing
         #expect(got == [big, small])
     }
 
+    /// After a large message the buffer goes back to its usual size even
+    /// when the next message has only partly arrived (the usual case under
+    /// a flood of signals, when a read seldom ends on a message boundary).
+    @Test func aLargeMessageDoesNotPinItsBufferWhileMoreIsArriving() throws {
+        let big = try LibDBusCodec.marshal(signal(9, payload: (0..<1_000_000).map { UInt8(truncatingIfNeeded: $0) }), serial: 9)
+        let next = try LibDBusCodec.marshal(signal(10, payload: [1, 2, 3]), serial: 10)
+        let receiver = WireFramer()
+        let usual = receiver.bufferCapacity
+        (big + next.prefix(20)).withUnsafeBytes { receiver.receive($0) }
+        #expect(receiver.bufferCapacity > 4 * WireFramer.chunk, "the buffer grew to hold the large message")
+        let frame = try #require(try receiver.nextMessage())
+        #expect([UInt8](frame) == big)
+        receiver.consume(frame.count)
+        #expect(receiver.bufferCapacity == usual)
+        #expect(try receiver.nextMessage() == nil)
+        next.dropFirst(20).withUnsafeBytes { receiver.receive($0) }
+        let rest = try #require(try receiver.nextMessage())
+        #expect([UInt8](rest) == next, "the partial message survived the shrink")
+    }
+
     @Test func aStreamThatIsNotDBusIsRejectedWithTheReason() throws {
         var pair: [Int32] = [0, 0]
         #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair) == 0)
