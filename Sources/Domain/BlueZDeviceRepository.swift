@@ -130,6 +130,10 @@ struct AdvertisementCache {
 
     mutating func forget(_ id: DeviceID) { entries[id] = nil }
 
+    /// Makes room for `count` devices at once (a whole list), instead of
+    /// growing the table by doubling while it is decoded.
+    mutating func reserve(_ count: Int) { entries.reserveCapacity(count) }
+
     /// Forgets every device not in `present` (bluetoothd removed them).
     mutating func keep(only present: Set<DeviceID>) { entries = entries.filter { present.contains($0.key) } }
 }
@@ -516,6 +520,9 @@ public final class BlueZDeviceRepository: DeviceRepository {
         }
         let time = now(), uptime = BootClock.seconds()
         let heard = state.withLock { s -> [DeviceID: Heard] in
+            // Room for every listed device now (each is heard soon), while
+            // the table is not shared (the copy returned below shares it).
+            if s.heard.capacity < devices.count { s.heard.reserveCapacity(devices.count) }
             for id in changed { s.heard[id] = Heard(date: time, uptime: uptime) }
             s.advertisements &+= UInt64(changed.count)
             return s.heard
@@ -530,6 +537,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
                 s.decoded.keep(only: present)
                 s.heard = s.heard.filter { present.contains($0.key) }
             }
+            s.decoded.reserve(devices.count)
             return devices.map { d in s.decoded.decoded(for: d, bindkey: bindkeys(d.address)) }
         }
         // Straight into the chunked list (no array of them first).

@@ -209,7 +209,14 @@ public struct PublishPlanner: Sendable {
             return out
         }
         bluetoothAvailable = true
+        // A first list of thousands of devices: the tables are made at
+        // their size once, not grown by doubling (each doubling holds the
+        // old table and the new at once, during the start-up peak).
+        devices.reserveCapacity(rows.count)
+        dueAt.reserveCapacity(rows.count)
+        onlineAddresses.reserveCapacity(rows.count)
         var listed: Set<BluetoothAddress> = []
+        listed.reserveCapacity(rows.count)
         let slice = max(1, emitEvery)
         for row in rows {
             if consider(row, gatt: gatt, now: now, &out) { listed.insert(row.id.address) }
