@@ -4,12 +4,16 @@ import GRDB
 @testable import Domain
 
 /// The gateway's outbound queue on a real SQLite file.
-@Suite struct OutboundQueueTests {
+@Suite final class OutboundQueueTests {
     let dir: URL
     init() throws {
         dir = FileManager.default.temporaryDirectory.appendingPathComponent("blecompanion-outbox-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     }
+
+    // Every test's directory goes, whichever way the test ended (a few
+    // tests had no `defer` of their own, and their directories stayed).
+    deinit { try? FileManager.default.removeItem(at: dir) }
     var path: String { dir.appendingPathComponent("outbox.sqlite").path }
 
     /// Values bound through the C API come back as they went in, read from

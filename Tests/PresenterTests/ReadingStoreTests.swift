@@ -7,7 +7,7 @@ import BlueZ
 import Vocabulary
 
 /// The readings store on a real SQLite file in a temporary directory.
-@Suite struct ReadingStoreTests {
+@Suite final class ReadingStoreTests {
     let dir: URL
     let device: DeviceID
 
@@ -16,6 +16,10 @@ import Vocabulary
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         device = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("CB:B8:33:4C:88:4F"))
     }
+
+    // Every test's directory goes, whichever way the test ended (a few
+    // tests had no `defer` of their own, and their directories stayed).
+    deinit { try? FileManager.default.removeItem(at: dir) }
 
     func record(_ temperature: Double, humidity: Double = 50) -> DeviceRecord {
         DeviceRecord(id: device, name: "Ruuvi 884F", format: "ruuvi", readings: [
