@@ -322,6 +322,9 @@ public actor BlueZSimulator {
     var rootRegistration: DBusObjectRegistration?
     var adapters: [AdapterState] = []
     var devices: [DeviceState] = []
+    /// Flood changes sent so far (benchmark support): the next flood goes on
+    /// from there (see ``floodAdvertisements(count:perSecond:)``).
+    var floodChangesSent = 0
     var agents: [AgentRecord] = []
     /// Unique names of agents asked to be the default, most recent first.
     var defaultAgents: [String] = []
