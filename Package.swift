@@ -193,6 +193,7 @@ let package = Package(
         ),
         .executableTarget(name: "bench", dependencies: [
             "Vocabulary", "DBus", "BLEParsing", "BlueZ", "BlueZSimulator", "ScenarioFormat", "Domain", "Presenters", "Dashboard", "TerminalUI", "Gateway", "MQTT", "Locking",
+            "CPosix",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "parsing-fuzz", dependencies: ["Vocabulary", "BLEParsing"], path: "Sources/ParsingFuzz"),

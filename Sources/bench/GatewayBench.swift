@@ -1,4 +1,5 @@
 import BlueZ
+import CPosix
 import DBus
 import Domain
 import Foundation
@@ -71,6 +72,11 @@ enum GatewayBench {
             writeError("bench gateway: needs --address A --devices D --broker-port P --state-dir DIR")
             return 64
         }
+        // The allocator as `blecompanion gateway` sets it up: without it this
+        // process measured glibc's default (a mmap threshold that rises after
+        // each large free, so large transients stayed on the heap), not the
+        // service's memory.
+        csystem_tune_malloc_for_service()
         do {
             let (subscriber, counter, counting) = try await subscribe(port: port, filter: "blecompanion/bench/+/state")
             let rssStart = currentRSSKilobytes()
