@@ -13,7 +13,9 @@
     compare.py --reference-check FILE
         A fresh real-daemon run (in the VM) against the kept reference.
     compare.py --update FILE
-        Keeps FILE as the new reference.
+        Keeps FILE as the new reference (OUT/probe-real.jsonl of a run of
+        REAL_BLUEZ_KEEP_LOGS=1 scripts/test-real-bluez, which otherwise
+        removes OUT when every workflow passed).
 """
 
 import argparse
@@ -99,7 +101,7 @@ def main():
         print(f"compare: {REFERENCE} replaced")
         return 0
     if not os.path.exists(REFERENCE):
-        print(f"compare: no reference {REFERENCE}: run scripts/test-real-bluez, then compare.py --update OUT/probe-real.jsonl")
+        print(f"compare: no reference {REFERENCE}: run REAL_BLUEZ_KEEP_LOGS=1 scripts/test-real-bluez, then compare.py --update OUT/probe-real.jsonl")
         return 1
     reference = load(REFERENCE)
     if args.reference_check:
