@@ -11,8 +11,8 @@ import GRDB
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
     }
 
-    // Every test's directory goes, whichever way the test ended (a few
-    // tests had no `defer` of their own, and their directories stayed).
+    // Every test's directory goes when the test ends, whichever way (a
+    // `defer` in each test had been forgotten in three of them).
     deinit { try? FileManager.default.removeItem(at: dir) }
     var path: String { dir.appendingPathComponent("outbox.sqlite").path }
 
@@ -21,7 +21,6 @@ import GRDB
     /// topic) stays an empty blob rather than NULL, an empty or non-ASCII
     /// topic keeps its bytes, every QoS and retain flag and the time survive.
     @Test func boundValuesRoundTripThroughTheFile() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let t0 = Date(timeIntervalSince1970: 1_800_000_000.25)
         let sent = [
             OutboundQueue.Outgoing(topic: "homeassistant/sensor/x/config", payload: [], retain: true, qos: 1),
@@ -43,7 +42,6 @@ import GRDB
     /// The stores' connections, writer and readers, keep a small page cache
     /// (``DatabasePool/storeConfiguration()``), not SQLite's 2 000 KiB each.
     @Test func storeConnectionsKeepASmallPageCache() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let pool = try DatabasePool(path: path, configuration: DatabasePool.storeConfiguration())
         let written = try pool.write { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") }
         let read = try pool.read { db in try Int.fetchOne(db, sql: "PRAGMA cache_size") }
@@ -56,7 +54,6 @@ import GRDB
     /// SQLite (a backlog past `memoryLimit`, or one found at open) give the
     /// same messages, and the queue goes back to memory once drained.
     @Test func memoryAndSQLiteReadsAgreeThroughABacklog() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         let q = try OutboundQueue(path: path, capacity: 5_000)
         func batch(_ range: Range<Int>) -> [OutboundQueue.Outgoing] {
@@ -87,7 +84,6 @@ import GRDB
     }
 
     @Test func keepsOrderAcrossReopeningAndRemovesWhatWasAcknowledged() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         var ids: [Int64] = []
         do {
@@ -123,7 +119,6 @@ import GRDB
     /// crash (here: a second connection reading the file) would publish it
     /// again, never lose one that was not acknowledged.
     @Test func acknowledgedRowsLeaveTheFileWithTheNextWriteOrSoonAfter() async throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let q = try OutboundQueue(path: path)
         // Read-only: a second queue on the file would write (its migration
         // check, its flush when released) and could make the queue's own
@@ -170,7 +165,6 @@ import GRDB
     }
 
     @Test func beyondCapacityTheOldestAreDroppedAndCounted() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         do {
             let q = try OutboundQueue(path: path, capacity: 3)
             for i in 0..<7 { try q.enqueue(topic: "t/\(i)", payload: [UInt8(i)]) }
@@ -185,7 +179,6 @@ import GRDB
     }
 
     @Test func aBatchIsQueuedWholeOrNotAtAllAndTheDepthFollowsTheTable() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let q = try OutboundQueue(path: path, capacity: 10)
         let ids = try q.enqueue((0..<4).map { OutboundQueue.Outgoing(topic: "b/\($0)", payload: [UInt8($0)]) })
         #expect(ids.count == 4 && ids == ids.sorted())
@@ -211,7 +204,6 @@ import GRDB
     }
 
     @Test func concurrentProducersGetDistinctIncreasingIds() async throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let q = try OutboundQueue(path: path)
         let ids = try await withThrowingTaskGroup(of: [Int64].self) { group in
             for p in 0..<4 {

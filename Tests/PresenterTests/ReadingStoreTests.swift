@@ -17,8 +17,8 @@ import Vocabulary
         device = DeviceID(adapter: AdapterID(path: "/org/bluez/hci0"), address: try BluetoothAddress("CB:B8:33:4C:88:4F"))
     }
 
-    // Every test's directory goes, whichever way the test ended (a few
-    // tests had no `defer` of their own, and their directories stayed).
+    // Every test's directory goes when the test ends, whichever way (a
+    // `defer` in each test had been forgotten in three of them).
     deinit { try? FileManager.default.removeItem(at: dir) }
 
     func record(_ temperature: Double, humidity: Double = 50) -> DeviceRecord {
@@ -34,7 +34,6 @@ import Vocabulary
     /// waits in memory, and reaches the file when the interval ends (with
     /// the next call), before `rememberedDevices()` reads, and at close.
     @Test func deviceRowsAreWrittenOncePerIntervalAndTheLatestIsNeverLost() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("rows.sqlite").path
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         func inFile() throws -> RememberedDevice? {
@@ -76,7 +75,6 @@ import Vocabulary
     }
 
     @Test func storesAtMostOneValuePerSeriesPerIntervalAndReadsHistoryBack() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("db.sqlite").path
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         do {
@@ -98,7 +96,6 @@ import Vocabulary
     }
 
     @Test func aBatchStoresEveryDeviceInOneGoAndBumpsOnlyTheirRevisions() async throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let store = try ReadingStore(path: dir.appendingPathComponent("db.sqlite").path)
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         let other = DeviceID(adapter: device.adapter, address: try BluetoothAddress("A4:C1:38:8D:18:B2"))
@@ -124,7 +121,6 @@ import Vocabulary
     }
 
     @Test func retentionAveragesHourlyThenDailyThenForgets() async throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         var policy = RetentionPolicy()
         policy.minimumInterval = 0
         let store = try ReadingStore(path: dir.appendingPathComponent("db.sqlite").path, policy: policy)
@@ -187,7 +183,6 @@ import Vocabulary
     /// Devices that come and go (phones with changing addresses) do not grow
     /// the per-series write times for ever, and pruning keeps the interval.
     @Test func theSeriesTimesStayBoundedAndStillHoldTheInterval() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let store = try ReadingStore(path: dir.appendingPathComponent("db.sqlite").path)
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         let adapter = AdapterID(path: "/org/bluez/hci0")
@@ -209,7 +204,6 @@ import Vocabulary
     /// device and the unlabelled one each get a value per interval, and a
     /// series heard for the first time later is stored at once.
     @Test func labelledSeriesOfOneKindAreLimitedEachOnTheirOwn() throws {
-        defer { try? FileManager.default.removeItem(at: dir) }
         let store = try ReadingStore(path: dir.appendingPathComponent("labels.sqlite").path)
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         func probes(_ readings: [Reading]) -> DeviceRecord { DeviceRecord(id: device, name: "Probe", format: "x", readings: readings) }
