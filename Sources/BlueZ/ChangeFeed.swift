@@ -33,7 +33,21 @@ public final class BlueZChangeFeed: Sendable {
         var batch = Batch()
         var seen: Set<DeviceID> = []
         var waiter: UnsafeContinuation<Batch?, Never>?
+        /// The waiting consumer takes advertisements only from then on
+        /// (``next(advertisementsFrom:)``); nil: at once.
+        var advertisementsFrom: ContinuousClock.Instant?
+        /// ``release()`` was called: the next wait holds nothing either.
+        var released = false
         var finished = false
+
+        /// Whether the batch goes to the consumer now: events (and a loss)
+        /// at once, advertisements once their hold is over.
+        func ready() -> Bool {
+            if !batch.events.isEmpty || batch.lost { return true }
+            guard !batch.advertised.isEmpty else { return false }
+            guard let from = advertisementsFrom else { return true }
+            return ContinuousClock.now >= from
+        }
     }
 
     private let inner = Lock(Inner())
@@ -70,12 +84,30 @@ public final class BlueZChangeFeed: Sendable {
                     s.batch.lost = true
                 }
             }
-            guard let w = s.waiter, !s.batch.isEmpty else { return (true, nil) }
+            guard let w = s.waiter, s.ready() else { return (true, nil) }
             s.waiter = nil
             return (true, (w, take(&s)))
         }
         if let (w, batch) = waiter { w.resume(returning: batch) }
         return alive
+    }
+
+    /// Whether a consumer waits now (tests).
+    var consumerWaits: Bool { inner.withLock { $0.waiter != nil } }
+
+    /// Ends the hold of a waiting consumer's advertisements: it gets what
+    /// is pending now, or the next change as it comes.
+    public func release() {
+        let ready: (UnsafeContinuation<Batch?, Never>, Batch)? = inner.withLock { s in
+            s.advertisementsFrom = nil
+            // Also for a consumer that is not waiting yet (it may have
+            // decided on its hold before the reason to end it came).
+            s.released = s.waiter == nil
+            guard let w = s.waiter, !s.batch.isEmpty else { return nil }
+            s.waiter = nil
+            return (w, take(&s))
+        }
+        if let (w, batch) = ready { w.resume(returning: batch) }
     }
 
     private func take(_ s: inout Inner) -> Batch {
@@ -93,16 +125,25 @@ public final class BlueZChangeFeed: Sendable {
 
     /// Waits for the next changes; nil when the mirror is gone or the
     /// calling task was cancelled (the feed then ends for good).
-    public func next() async -> Batch? {
+    public func next() async -> Batch? { await next(advertisementsFrom: nil) }
+
+    /// ``next()`` for a consumer that needs advertisements only now and
+    /// then: events come at once, advertisements not before `from` — with
+    /// the first change offered after it, so no timer wakes anyone (while
+    /// nothing more arrives they wait, folded per device, until the next
+    /// change or ``release()``). nil: no hold.
+    public func next(advertisementsFrom from: ContinuousClock.Instant?) async -> Batch? {
         if let ready = inner.withLock({ s -> Batch?? in
             if s.finished { return .some(nil) }
-            return s.batch.isEmpty ? nil : .some(take(&s))
+            s.advertisementsFrom = s.released ? nil : from
+            s.released = false
+            return s.ready() ? .some(take(&s)) : nil
         }) { return ready }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { (c: UnsafeContinuation<Batch?, Never>) in
                 let now: Batch?? = inner.withLock { s in
                     if s.finished || Task.isCancelled { s.finished = true; return .some(nil) }
-                    if !s.batch.isEmpty { return .some(take(&s)) }
+                    if s.ready() { return .some(take(&s)) }
                     s.waiter = c
                     return nil
                 }

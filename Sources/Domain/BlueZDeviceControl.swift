@@ -53,12 +53,13 @@ public final class BlueZDeviceControl: DeviceControl {
         self.feed = feed
         let task = Task { [weak self] in
             // Advertisements come folded per device: one wake-up for all
-            // that arrived while the last batch was handled.
-            while let batch = await feed.next() {
+            // that arrived while the last batch was handled. While nobody
+            // watches, they wait `unwatchedPause` in the feed (events do
+            // not), and come with the first change after it: no timer.
+            var from: ContinuousClock.Instant?
+            while let batch = await feed.next(advertisementsFrom: from) {
                 guard let pause = self?.handle(batch) else { return }
-                if pause > .zero {
-                    do { try await Task.sleep(for: pause) } catch { return }
-                }
+                from = pause > .zero ? .now + pause : nil
             }
         }
         follower.withLock { $0 = task }
@@ -88,6 +89,8 @@ public final class BlueZDeviceControl: DeviceControl {
             return s.next
         }
         continuation.onTermination = { [weak self] _ in self?.gone.withLock { $0.append(key) } }
+        // Someone watches now: what the feed holds back comes at once.
+        feed.release()
         return stream
     }
 
@@ -120,14 +123,16 @@ public final class BlueZDeviceControl: DeviceControl {
     }
 
     /// Applies one batch of the feed; returns how long the follower lets the
-    /// next one gather. While no detail screen subscribes, what a batch
-    /// changes (when each device was last heard, RSSI samples) waits for a
-    /// subscriber anyway: `unwatchedPause` lets the feed fold advertisements
+    /// next advertisements gather. While no detail screen subscribes, what
+    /// they change (when each device was last heard, RSSI samples) waits for
+    /// a subscriber anyway: `unwatchedPause` lets the feed fold them
     /// meanwhile — a gateway hearing a flood otherwise woke this task for
     /// most advertisements only to note the time (a third of its wake-ups at
-    /// 200 changes/s, docs/PERFORMANCE.md "Seventh pass"). A subscriber's
-    /// first snapshot is sent at once (`details(of:)`); its device's later
-    /// changes come batch by batch, with no pause.
+    /// 200 changes/s, docs/PERFORMANCE.md "Seventh pass"). Other events
+    /// (connections, services, objects added or removed) are not held. A
+    /// subscriber's first snapshot is sent at once (`details(of:)`), which
+    /// also ends the hold; its device's later changes come batch by batch,
+    /// with no pause.
     private func handle(_ batch: BlueZChangeFeed.Batch) -> Duration {
         for event in batch.events { apply(event) }
         if !batch.advertised.isEmpty { heard(batch.advertised) }

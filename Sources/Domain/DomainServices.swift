@@ -36,6 +36,13 @@ public struct DomainServices: Sendable {
         public var rssiHistory: Int
         /// The device profiles in force; the front end replaces them on a reload.
         public var profiles: ProfileSource
+        /// While no detail view subscribes, how long the device control lets
+        /// advertisements gather between two of its batches
+        /// (``BlueZDeviceControl``'s `unwatchedPause`). The dashboard keeps
+        /// 100 ms (about one RSSI sample per device and pause for the history
+        /// a detail view shows when opened); a gateway keeps no history, and
+        /// what it waits for is only when each device was last heard.
+        public var unwatchedPause: Duration = .milliseconds(100)
 
         /// The dashboard's defaults.
         public init(adapter: String? = nil, bindkeys: @escaping @Sendable (BluetoothAddress) -> [UInt8]? = { _ in nil },
@@ -63,7 +70,8 @@ public struct DomainServices: Sendable {
                                             profiles: c.profiles)
         return DomainServices(
             client: client, store: store, adapters: adapters, devices: devices,
-            control: BlueZDeviceControl(client: client, rssiHistory: c.rssiHistory, bindkeys: c.bindkeys, profiles: c.profiles),
+            control: BlueZDeviceControl(client: client, rssiHistory: c.rssiHistory, bindkeys: c.bindkeys, profiles: c.profiles,
+                                        unwatchedPause: c.unwatchedPause),
             manager: ConnectionManager(backend: BlueZConnectionBackend(client: client)),
             recorder: ReadingRecorder(repository: devices, store: store))
     }

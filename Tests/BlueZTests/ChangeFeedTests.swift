@@ -74,6 +74,49 @@ import Vocabulary
         #expect(await feed.next() == nil)
     }
 
+    /// The device control's hold while nobody watches: events at once,
+    /// advertisements with the first change offered after the hold (no
+    /// timer), or at once when the hold is released.
+    @Test func aHoldKeepsAdvertisementsButNotEvents() async throws {
+        let feed = BlueZChangeFeed(eventCapacity: 16)
+        /// Until `task` waits in the feed (or has its batch already).
+        func waiting(_ task: Task<BlueZChangeFeed.Batch?, Never>) async throws {
+            while !feed.consumerWaits { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        let later = ContinuousClock.now + .seconds(3600)
+        #expect(feed.offer([advert(a, rssi: -60)]))
+        // Pending advertisements within the hold: the consumer waits.
+        let first = Task { await feed.next(advertisementsFrom: later) }
+        try await waiting(first)
+        #expect(feed.offer([advert(b, rssi: -61)]))
+        #expect(feed.consumerWaits, "an advertisement within the hold wakes no one")
+        // A connection is not held: it comes with what was folded meanwhile.
+        let connected = BlueZEvent.deviceChanged(a, PropertyChanges(["Connected": .boolean(true)]))
+        #expect(feed.offer([connected]))
+        let batch = try #require(await first.value)
+        #expect(batch.events == [connected])
+        #expect(batch.advertised == [a, b])
+
+        // A hold that is over: the next change offered brings what waited.
+        let end = ContinuousClock.now + .milliseconds(100)
+        let second = Task { await feed.next(advertisementsFrom: end) }
+        try await waiting(second)
+        try await Task.sleep(until: end + .milliseconds(20), clock: .continuous)
+        #expect(feed.consumerWaits, "no timer: nothing came, nobody is woken")
+        #expect(feed.offer([advert(b, rssi: -63)]))
+        #expect(await second.value?.advertised == [b])
+
+        // Released (a detail view subscribed): at once, and the next wait holds nothing.
+        #expect(feed.offer([advert(a, rssi: -64)]))
+        let third = Task { await feed.next(advertisementsFrom: later) }
+        try await waiting(third)
+        feed.release()
+        #expect(await third.value?.advertised == [a])
+        feed.release()   // nobody waits: the next wait's hold is dropped
+        #expect(feed.offer([advert(b, rssi: -65)]))
+        #expect(await feed.next(advertisementsFrom: later)?.advertised == [b])
+    }
+
     @Test func cancellingTheConsumerEndsTheFeed() async throws {
         let feed = BlueZChangeFeed(eventCapacity: 16)
         let waiting = Task { await feed.next() }
