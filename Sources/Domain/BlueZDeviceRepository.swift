@@ -194,6 +194,8 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private let state: Lock<State>
     private let clock = ContinuousClock()
     private let store = StateStore(DeviceListSnapshot(availability: .bluetoothdGone), bufferLimit: 64)
+    /// The version of the snapshot in `store` (``versions()``).
+    private let version = StateStore(UInt64(0), bufferLimit: 1)
     private let follower = Lock<Task<Void, Never>?>(nil)
     private let feed: BlueZChangeFeed
 
@@ -305,6 +307,17 @@ public final class BlueZDeviceRepository: DeviceRepository {
     }
 
     public func snapshots() -> AsyncStream<DeviceListSnapshot> { store.states() }
+
+    /// The current snapshot's version, then the newest one each time the
+    /// consumer asks again (the ones in between are skipped). For consumers
+    /// that sample, such as metrics: none wakes them while they are not
+    /// waiting, and what waits for them is a number — a snapshot held that
+    /// long would keep the records it shares alive, and make the next
+    /// changes copy them.
+    public func versions() -> AsyncStream<UInt64> { version.states(coalescing: { _, newer in newer }) }
+
+    /// The snapshot published last.
+    public var current: DeviceListSnapshot { store.state }
 
     /// Advertisement and decode-failure counts since this repository started.
     public var statistics: DeviceRepositoryStatistics {
@@ -466,6 +479,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         let snapshot = DeviceListSnapshot(availability: s.availability, scanning: s.scanning, records: s.records,
                                           version: s.version, changed: changed, positions: s.index)
         store.update { $0 = snapshot }
+        version.update { $0 = snapshot.version }
     }
 
     private func makeRecord(_ d: Device, _ decoded: DecodedAdvertisement, lastSeen: Date?, heard: TimeInterval?) -> DeviceRecord {

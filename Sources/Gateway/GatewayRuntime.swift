@@ -200,6 +200,7 @@ public final class GatewayRuntime: Sendable {
         metrics.recordAdvertisements(stats.advertisements, at: Date())
         metrics.recordQueue(depth: depth, dropped: dropped)
         metrics.recordDeviceList(decodeErrors: stats.decodeErrors, coalesced: stats.coalesced, resynchronizations: stats.resynchronizations)
+        metrics.recordBluetoothd(available: devices.current.availability == .available)
         metrics.recordMQTT(published: publisher?.publishedCount, receivedDropped: mqtt?.droppedMessages)
     }
 
@@ -221,9 +222,14 @@ public final class GatewayRuntime: Sendable {
         let bindkeys = options.bindkeys
         // No remembered readings (they would be published as new) and no
         // RSSI history (nothing shows it); the publish interval is the batch.
-        let domain = DomainServices.open(client: client, store: store, configuration: .init(
+        var configuration = DomainServices.Configuration(
             adapter: options.adapter, bindkeys: { bindkeys[$0] }, showRemembered: false,
-            services: Set(options.services), publishInterval: options.batch, rssiHistory: 0, profiles: profiles))
+            services: Set(options.services), publishInterval: options.batch, rssiHistory: 0, profiles: profiles)
+        // Unwatched, the control only notes when each device was last heard:
+        // once a second is enough for that, and each of its batches costs a
+        // feed wake-up and a timer (docs/PERFORMANCE.md, "Thirteenth pass").
+        configuration.unwatchedPause = Self.unwatchedControlPause
+        let domain = DomainServices.open(client: client, store: store, configuration: configuration)
         adapters = domain.adapters
         devices = domain.devices
         control = domain.control
@@ -567,6 +573,12 @@ public final class GatewayRuntime: Sendable {
         }
     }
 
+    /// How often at most the metrics that need the planner (devices online, fleet) are sampled.
+    static let metricsSampleSpacing: Duration = .seconds(1)
+
+    /// How long the device control lets advertisements gather while no one watches a device.
+    static let unwatchedControlPause: Duration = .seconds(1)
+
     /// How long after a whole list its memory is given back, and how often at most.
     static let memoryReleaseDelay: Duration = .seconds(10)
     static let memoryReleaseSpacing: Duration = .seconds(60)
@@ -723,20 +735,19 @@ public final class GatewayRuntime: Sendable {
                     previous = current
                 }
             }
+            // The queue's depth, the advertisement counters and whether
+            // bluetoothd is there are read when /metrics or /healthz asks
+            // (`refreshMetrics`); what needs the planner is sampled here, at
+            // most once per `metricsSampleSpacing` while snapshots come. A
+            // task woken by every state (the depth changes twice per batch,
+            // the device list once) cost 2–3 wake-ups per batch
+            // (docs/PERFORMANCE.md, "Thirteenth pass").
             group.addTask { [weak self] in
-                guard let depths = self?.queue.depths() else { return }
-                for await depth in depths {
-                    guard let self else { return }
-                    let dropped = queue.dropped
-                    metrics.recordQueue(depth: depth, dropped: dropped)
-                }
-            }
-            group.addTask { [weak self] in
-                guard let snapshots = self?.devices.snapshots() else { return }
+                guard let versions = self?.devices.versions() else { return }
                 // A profile that does not fit its device's packets is the user's to fix: say so
                 // in the log, at most once a minute per profile, with the last reason.
                 var logged: [String: (count: UInt64, at: ContinuousClock.Instant)] = [:]
-                for await snapshot in snapshots {
+                for await _ in versions {
                     guard let self else { return }
                     let stats = devices.statistics
                     let now = ContinuousClock.now
@@ -749,10 +760,10 @@ public final class GatewayRuntime: Sendable {
                     metrics.recordAdvertisements(stats.advertisements, at: Date())
                     metrics.recordDeviceList(decodeErrors: stats.decodeErrors, coalesced: stats.coalesced,
                                              resynchronizations: stats.resynchronizations)
-                    metrics.recordBluetoothd(available: snapshot.availability == .available)
                     let online = await loop.onlineCount()
                     metrics.recordDevicesOnline(online)
                     if let fleet = await loop.fleetStatistics() { metrics.recordFleet(fleet) }
+                    do { try await Task.sleep(for: Self.metricsSampleSpacing) } catch { return }
                 }
             }
         }
