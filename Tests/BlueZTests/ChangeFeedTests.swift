@@ -79,15 +79,16 @@ import Vocabulary
     /// timer), or at once when the hold is released.
     @Test func aHoldKeepsAdvertisementsButNotEvents() async throws {
         let feed = BlueZChangeFeed(eventCapacity: 16)
-        /// Until `task` waits in the feed (or has its batch already).
-        func waiting(_ task: Task<BlueZChangeFeed.Batch?, Never>) async throws {
+        /// Until the consumer just started waits in the feed (each one
+        /// below is held, so none can have its batch before that).
+        func consumerWaiting() async throws {
             while !feed.consumerWaits { try await Task.sleep(for: .milliseconds(5)) }
         }
         let later = ContinuousClock.now + .seconds(3600)
         #expect(feed.offer([advert(a, rssi: -60)]))
         // Pending advertisements within the hold: the consumer waits.
         let first = Task { await feed.next(advertisementsFrom: later) }
-        try await waiting(first)
+        try await consumerWaiting()
         #expect(feed.offer([advert(b, rssi: -61)]))
         #expect(feed.consumerWaits, "an advertisement within the hold wakes no one")
         // A connection is not held: it comes with what was folded meanwhile.
@@ -100,7 +101,7 @@ import Vocabulary
         // A hold that is over: the next change offered brings what waited.
         let end = ContinuousClock.now + .milliseconds(100)
         let second = Task { await feed.next(advertisementsFrom: end) }
-        try await waiting(second)
+        try await consumerWaiting()
         try await Task.sleep(until: end + .milliseconds(20), clock: .continuous)
         #expect(feed.consumerWaits, "no timer: nothing came, nobody is woken")
         #expect(feed.offer([advert(b, rssi: -63)]))
@@ -109,7 +110,7 @@ import Vocabulary
         // Released (a detail view subscribed): at once, and the next wait holds nothing.
         #expect(feed.offer([advert(a, rssi: -64)]))
         let third = Task { await feed.next(advertisementsFrom: later) }
-        try await waiting(third)
+        try await consumerWaiting()
         feed.release()
         #expect(await third.value?.advertised == [a])
         feed.release()   // nobody waits: the next wait's hold is dropped
