@@ -124,6 +124,8 @@ final class ConnectionCore: @unchecked Sendable {
     private var framer: WireFramer?                 // loop
     /// Why our receiver gave up on the connection, if it did.
     private(set) var failureReason: String?         // loop
+    /// Deadlines kept for others (``DBusConnection/addLoopDeadline(next:due:)``).
+    private var loopDeadlines: [UInt64: LoopDeadlineSource] = [:]   // loop
 
     private init(address: String, epollFD: Int32, wakeFD: Int32) {
         self.address = address
@@ -347,6 +349,7 @@ final class ConnectionCore: @unchecked Sendable {
             runQueued()
             fireTimeouts()
             dispatchAll()
+            fireLoopDeadlines()
             if router.batchIsDue(now: monotonicNanoseconds()) { router.flushWakes() }
         }
         router.flushWakes()
@@ -445,12 +448,43 @@ final class ConnectionCore: @unchecked Sendable {
     /// How long `epoll_wait` may sleep: until the earliest call deadline or
     /// libdbus timeout (-1: no timer, sleep until woken).
     private func nextTimeoutMilliseconds() -> Int32 {
-        let earliest = min(calls.earliestDeadline ?? UInt64.max, libdbus.earliest)
-        if earliest == UInt64.max { return -1 }
         let now = monotonicNanoseconds()
+        let earliest = min(calls.earliestDeadline ?? UInt64.max, libdbus.earliest, loopDeadlineNanoseconds(now: now))
+        if earliest == UInt64.max { return -1 }
         if earliest <= now { return 0 }
         let ms = (earliest - now + 999_999) / 1_000_000
         return Int32(min(ms, UInt64(Int32.max)))
+    }
+
+    // MARK: Deadlines kept for others (loop thread)
+
+    func addLoopDeadlineOnLoop(_ source: LoopDeadlineSource, id: UInt64) { loopDeadlines[id] = source }
+    func removeLoopDeadlineOnLoop(id: UInt64) { loopDeadlines[id] = nil }
+
+    /// The earliest of the sources' deadlines on the monotonic clock (max: none).
+    private func loopDeadlineNanoseconds(now: UInt64) -> UInt64 {
+        guard !loopDeadlines.isEmpty else { return UInt64.max }
+        var earliest = UInt64.max
+        let clockNow = ContinuousClock.now
+        for source in loopDeadlines.values {
+            guard let instant = source.next() else { continue }
+            let left = clockNow.duration(to: instant)
+            if left <= .zero { return now }
+            let (seconds, attoseconds) = left.components
+            // Whole milliseconds are all epoll_wait takes; a day is as good as longer.
+            let ns = seconds >= 86_400 ? UInt64(86_400_000_000_000) : UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+            earliest = min(earliest, now &+ ns)
+        }
+        return earliest
+    }
+
+    /// Tells each source whose deadline has come (it must then stop reporting it).
+    private func fireLoopDeadlines() {
+        guard !loopDeadlines.isEmpty else { return }
+        let now = ContinuousClock.now
+        for source in loopDeadlines.values {
+            if let instant = source.next(), instant <= now { source.due() }
+        }
     }
 
     private func fireTimeouts() {

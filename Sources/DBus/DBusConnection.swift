@@ -355,6 +355,32 @@ public final class DBusConnection: Sendable {
         return DBusSignalHandlerRegistration(core: core, id: sink.id)
     }
 
+    /// A deadline kept by the connection's I/O thread instead of a timer:
+    /// before each wait for input the thread asks `next` (on it, so it must
+    /// be quick and must not wait for this connection) and waits no longer
+    /// than that; once the instant has come it calls `due`, which must make
+    /// `next` answer nil or a later instant. For consumers of a signal
+    /// handler's flood (``addSignalHandler(matching:decoding:_:)``) that hold
+    /// what it delivers until a moment: while the flood lasts the thread is
+    /// awake anyway and no timer is armed per batch (each costs Dispatch two
+    /// wake-ups); when it stops, the deadline still comes. Call
+    /// ``DBusLoopDeadline/changed()`` when `next` becomes earlier on
+    /// another thread.
+    public func addLoopDeadline(next: @escaping @Sendable () -> ContinuousClock.Instant?,
+                                due: @escaping @Sendable () -> Void) async throws -> DBusLoopDeadline {
+        let core = self.core
+        let id = core.nextID()
+        let source = LoopDeadlineSource(next: next, due: due)
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
+            let queued = core.execute {
+                core.addLoopDeadlineOnLoop(source, id: id)
+                c.resume()
+            }
+            if !queued { c.resume(throwing: DBusError.disconnected) }
+        }
+        return DBusLoopDeadline(core: core, id: id)
+    }
+
     /// Follows who owns a bus name: the current owner (nil if none) first,
     /// then every change, e.g. bluetoothd stopping (nil) and returning.
     public func nameOwnerChanges(of name: String) async throws -> DBusNameOwnerStream {

@@ -182,3 +182,29 @@ public final class DBusSignalHandlerRegistration: Sendable {
     }
     deinit { remove() }
 }
+
+/// What a ``DBusConnection/addLoopDeadline(next:due:)`` source answers.
+struct LoopDeadlineSource: Sendable {
+    let next: @Sendable () -> ContinuousClock.Instant?
+    let due: @Sendable () -> Void
+}
+
+/// A deadline the connection's I/O thread keeps (see
+/// ``DBusConnection/addLoopDeadline(next:due:)``). Releasing it removes it.
+public final class DBusLoopDeadline: Sendable {
+    let core: ConnectionCore
+    let id: UInt64
+    init(core: ConnectionCore, id: UInt64) {
+        self.core = core
+        self.id = id
+    }
+    /// The source's deadline may be earlier now: the I/O thread asks again
+    /// before it waits (wakes it if it waits now). Not needed when the
+    /// change was made on the I/O thread, in a signal handler.
+    public func changed() { core.execute {} }
+    public func remove() {
+        let core = self.core, id = self.id
+        core.execute { core.removeLoopDeadlineOnLoop(id: id) }
+    }
+    deinit { remove() }
+}

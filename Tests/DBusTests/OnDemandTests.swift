@@ -217,3 +217,57 @@ import Testing
         }
     }
 }
+
+/// A deadline the connection's I/O thread keeps for a consumer (the mirror's
+/// feeds) instead of a timer: it comes, never early, also while the thread
+/// waits for input with nothing arriving, and is asked for again when the
+/// consumer says it changed.
+@Suite(.timeLimit(.minutes(1))) struct LoopDeadlineTests {
+    final class Deadline: @unchecked Sendable {
+        private let lock = NSLock()
+        private var instant: ContinuousClock.Instant?
+        func withLock<T>(_ body: (inout ContinuousClock.Instant?) -> T) -> T {
+            lock.lock(); defer { lock.unlock() }
+            return body(&instant)
+        }
+    }
+
+    @Test func theThreadWakesAtTheDeadlineEvenWhenNothingArrives() async throws {
+        try await withBus { bus in
+            let connection = try await DBusConnection.connect(to: .address(bus.address))
+            let deadline = Deadline()
+            let (fired, firing) = AsyncStream<ContinuousClock.Instant>.makeStream()
+            let registration = try await connection.addLoopDeadline(next: { deadline.withLock { $0 } }, due: {
+                // As the contract asks: once due, no longer reported.
+                deadline.withLock { $0 = nil }
+                firing.yield(.now)
+            })
+            var times = fired.makeAsyncIterator()
+
+            // Far away first: the thread waits for it (idle, nothing arrives)...
+            deadline.withLock { $0 = .now + .seconds(3600) }
+            registration.changed()
+            try await Task.sleep(for: .milliseconds(50))
+            // ...then earlier, set from this thread: it is asked again.
+            let soon = ContinuousClock.now + .milliseconds(150)
+            deadline.withLock { $0 = soon }
+            registration.changed()
+            let first = try #require(await times.next())
+            #expect(first >= soon, "never before the deadline")
+            #expect(first < soon + .seconds(5))
+
+            // Removed: no longer asked.
+            registration.remove()
+            try await Task.sleep(for: .milliseconds(50))
+            deadline.withLock { $0 = .now + .milliseconds(50) }
+            let late = Task {
+                var more = fired.makeAsyncIterator()
+                return await more.next()
+            }
+            try await Task.sleep(for: .milliseconds(400))
+            firing.finish()
+            #expect(await late.value == nil, "a removed deadline does not fire")
+            _ = times
+        }
+    }
+}
