@@ -34,27 +34,63 @@ public final class BlueZChangeFeed: Sendable {
         var seen: Set<DeviceID> = []
         var waiter: UnsafeContinuation<Batch?, Never>?
         /// The waiting consumer takes advertisements only from then on
-        /// (``next(advertisementsFrom:)``); nil: at once.
+        /// (``next(advertisementsFrom:wakeAtEnd:atTheLatest:)``); nil: at once.
         var advertisementsFrom: ContinuousClock.Instant?
+        /// The waiting consumer wants to hear at the end of its hold even
+        /// with nothing new (an empty batch).
+        var wakeAtEnd = false
+        /// When the hold ends though nothing more is offered (nil: at `advertisementsFrom`).
+        var atTheLatest: ContinuousClock.Instant?
         /// ``release()`` was called: the next wait holds nothing either.
         var released = false
         var finished = false
 
         /// Whether the batch goes to the consumer now: events (and a loss)
         /// at once, advertisements once their hold is over.
-        func ready() -> Bool {
+        func ready(_ now: ContinuousClock.Instant) -> Bool {
             if !batch.events.isEmpty || batch.lost { return true }
-            guard !batch.advertised.isEmpty else { return false }
-            guard let from = advertisementsFrom else { return true }
-            return ContinuousClock.now >= from
+            guard let from = advertisementsFrom else { return !batch.advertised.isEmpty }
+            if !batch.advertised.isEmpty { return now >= from }
+            return wakeAtEnd && now >= (atTheLatest ?? from)
+        }
+
+        /// When a waiting consumer's hold must end even if nothing more is
+        /// offered (nil: no such moment).
+        var deadline: ContinuousClock.Instant? {
+            guard waiter != nil, let from = advertisementsFrom, wakeAtEnd || !batch.advertised.isEmpty else { return nil }
+            return max(from, atTheLatest ?? from)
         }
     }
 
     private let inner = Lock(Inner())
     private let eventCapacity: Int
+    /// Tells whoever keeps the feeds' deadlines (the mirror's connection
+    /// thread) that one may have become earlier.
+    private let deadlineChanged: @Sendable () -> Void
+    private let now: @Sendable () -> ContinuousClock.Instant
 
-    init(eventCapacity: Int) {
+    /// `now`: the clock holds are measured on (tests move it by hand).
+    init(eventCapacity: Int, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+         deadlineChanged: @escaping @Sendable () -> Void = {}) {
         self.eventCapacity = max(1, eventCapacity)
+        self.now = now
+        self.deadlineChanged = deadlineChanged
+    }
+
+    /// When the waiting consumer's hold ends even without a new change: the
+    /// mirror's connection thread wakes then (``holdEnded()``) in place of a
+    /// timer. nil: nobody waits with a hold that needs it.
+    var holdDeadline: ContinuousClock.Instant? { inner.withLock { $0.deadline } }
+
+    /// The hold's deadline has come: a waiting consumer gets what waited
+    /// (an empty batch when it asked to hear at the end anyway).
+    func holdEnded() {
+        let ready: (UnsafeContinuation<Batch?, Never>, Batch)? = inner.withLock { s in
+            guard let w = s.waiter, s.ready(now()) else { return nil }
+            s.waiter = nil
+            return (w, take(&s))
+        }
+        if let (w, batch) = ready { w.resume(returning: batch) }
     }
 
     /// Whether `event` is an advertisement only: a Device1 change of
@@ -84,7 +120,7 @@ public final class BlueZChangeFeed: Sendable {
                     s.batch.lost = true
                 }
             }
-            guard let w = s.waiter, s.ready() else { return (true, nil) }
+            guard let w = s.waiter, s.ready(now()) else { return (true, nil) }
             s.waiter = nil
             return (true, (w, take(&s)))
         }
@@ -129,25 +165,36 @@ public final class BlueZChangeFeed: Sendable {
 
     /// ``next()`` for a consumer that needs advertisements only now and
     /// then: events come at once, advertisements not before `from` — with
-    /// the first change offered after it, so no timer wakes anyone (while
-    /// nothing more arrives they wait, folded per device, until the next
-    /// change or ``release()``). nil: no hold.
-    public func next(advertisementsFrom from: ContinuousClock.Instant?) async -> Batch? {
+    /// the first change offered after it, or at `from` when nothing more is
+    /// offered (the mirror's connection thread keeps that deadline, see
+    /// ``holdDeadline``: no timer per batch), or at ``release()``. nil: no
+    /// hold. `wakeAtEnd`: at the end even with nothing to give (an empty
+    /// batch), for a consumer that has something of its own due then.
+    /// `atTheLatest`: when nothing more is offered, the hold ends then
+    /// instead of at `from` — while changes keep coming, the first after
+    /// `from` ends it, so the connection thread's deadline, a wake-up of its
+    /// own, is only the last resort when a flood stops.
+    public func next(advertisementsFrom from: ContinuousClock.Instant?, wakeAtEnd: Bool = false,
+                     atTheLatest: ContinuousClock.Instant? = nil) async -> Batch? {
         if let ready = inner.withLock({ s -> Batch?? in
             if s.finished { return .some(nil) }
             s.advertisementsFrom = s.released ? nil : from
+            s.wakeAtEnd = wakeAtEnd
+            s.atTheLatest = atTheLatest
             s.released = false
-            return s.ready() ? .some(take(&s)) : nil
+            return s.ready(now()) ? .some(take(&s)) : nil
         }) { return ready }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { (c: UnsafeContinuation<Batch?, Never>) in
-                let now: Batch?? = inner.withLock { s in
-                    if s.finished || Task.isCancelled { s.finished = true; return .some(nil) }
-                    if s.ready() { return .some(take(&s)) }
+                let (handed, deadline): (Batch??, Bool) = inner.withLock { s in
+                    if s.finished || Task.isCancelled { s.finished = true; return (.some(nil), false) }
+                    if s.ready(now()) { return (.some(take(&s)), false) }
                     s.waiter = c
-                    return nil
+                    return (nil, s.deadline != nil)
                 }
-                if let now { c.resume(returning: now) }
+                if let handed { c.resume(returning: handed) }
+                // The connection thread may be waiting already, for longer.
+                if deadline { deadlineChanged() }
             }
         } onCancel: {
             finish()

@@ -39,6 +39,8 @@ public final class BlueZMirror: Sendable {
     private let droppedCounter = Atomic<UInt64>(0)
     private let frozen = Atomic<Bool>(false)
     private let registrations = Lock<[DBusSignalHandlerRegistration]>([])
+    /// The feeds' hold deadlines, kept by the connection's thread.
+    private let feedDeadline = Lock<DBusLoopDeadline?>(nil)
     private let ownerTask = Lock<Task<Void, Never>?>(nil)
 
     private init(connection: DBusConnection) {
@@ -64,6 +66,12 @@ public final class BlueZMirror: Sendable {
             let a = try await connection.addSignalHandler(matching: objectManager) { [weak mirror] m in mirror?.received(m) }
             let b = try await connection.addSignalHandler(matching: properties) { [weak mirror] m in mirror?.received(m) }
             mirror.registrations.withLock { $0 = [a, b] }
+            // Feeds are offered changes on that thread, so it can end their
+            // holds too: it is awake anyway while a flood lasts.
+            let deadline = try await connection.addLoopDeadline(
+                next: { [weak mirror] in mirror?.earliestFeedDeadline() },
+                due: { [weak mirror] in mirror?.feedDeadlinesCame() })
+            mirror.feedDeadline.withLock { $0 = deadline }
             let owners = try await connection.nameOwnerChanges(of: BlueZInterface.service)
             var iterator = owners.makeAsyncIterator()
             let first = try await iterator.next() ?? nil
@@ -133,12 +141,28 @@ public final class BlueZMirror: Sendable {
     /// ``BlueZChangeFeed``): for a consumer that reads the mirror's state of
     /// each changed device instead of the values each signal carried.
     public func feed(eventCapacity: Int = 4096) -> BlueZChangeFeed {
-        let feed = BlueZChangeFeed(eventCapacity: eventCapacity)
+        let deadline = self.feedDeadline
+        let feed = BlueZChangeFeed(eventCapacity: eventCapacity, deadlineChanged: { deadline.withLock { $0 }?.changed() })
         state.withLock { s in
             s.nextSubscriber += 1
             s.feeds[s.nextSubscriber] = feed
         }
         return feed
+    }
+
+    private func earliestFeedDeadline() -> ContinuousClock.Instant? {
+        state.withLock { s in
+            var earliest: ContinuousClock.Instant?
+            for feed in s.feeds.values {
+                if let d = feed.holdDeadline, earliest.map({ d < $0 }) ?? true { earliest = d }
+            }
+            return earliest
+        }
+    }
+
+    private func feedDeadlinesCame() {
+        let feeds = state.withLock { Array($0.feeds.values) }
+        for feed in feeds { feed.holdEnded() }
     }
 
     /// Waits until `condition` holds for the snapshot (checked now and after

@@ -55,7 +55,9 @@ public final class BlueZDeviceControl: DeviceControl {
             // Advertisements come folded per device: one wake-up for all
             // that arrived while the last batch was handled. While nobody
             // watches, they wait `unwatchedPause` in the feed (events do
-            // not), and come with the first change after it: no timer.
+            // not), and come with the first change after it, or at its end
+            // when nothing more comes (the mirror's connection thread keeps
+            // that deadline): no timer.
             var from: ContinuousClock.Instant?
             while let batch = await feed.next(advertisementsFrom: from) {
                 guard let pause = self?.handle(batch) else { return }

@@ -229,17 +229,23 @@ public final class BlueZDeviceRepository: DeviceRepository {
         refresh(changed: [])
         let task = Task { [weak self] in
             // One wake-up per batch of changes, not per advertisement: while
-            // a snapshot is due later, the loop sleeps until then and the
-            // feed folds what arrives meanwhile (one entry per device).
+            // a snapshot is due later, the feed holds the advertisements that
+            // arrive meanwhile (one entry per device) and hands them over
+            // with the first change after it is due — or, when none comes,
+            // half an interval later (the mirror's connection thread keeps
+            // that deadline: no timer per batch, and during a flood no
+            // wake-up of its own either). Events still come at once.
             while let first = await feed.next() {
                 guard let self else { return }
-                var pending: BlueZChangeFeed.Batch? = first
-                while let batch = pending {
+                self.apply(first)
+                while let due = self.scheduledFlush() {
+                    if ContinuousClock.now >= due {
+                        self.flush()
+                        continue
+                    }
+                    guard let batch = await feed.next(advertisementsFrom: due, wakeAtEnd: true,
+                                                      atTheLatest: due + self.publishInterval / 2) else { return }
                     self.apply(batch)
-                    guard let due = self.scheduledFlush() else { break }
-                    do { try await Task.sleep(until: due, clock: .continuous) } catch { return }
-                    pending = feed.poll()
-                    if pending == nil { self.flush() }
                 }
             }
         }

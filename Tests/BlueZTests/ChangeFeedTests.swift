@@ -118,6 +118,80 @@ import Vocabulary
         #expect(await feed.next(advertisementsFrom: later)?.advertised == [b])
     }
 
+    /// The deadline the mirror's connection thread keeps for a hold, in
+    /// place of a timer: reported only while a consumer waits with a hold
+    /// that has something to hand over at its end (held advertisements, or
+    /// `wakeAtEnd`), announced when the consumer starts waiting, and no
+    /// more once it passed and was handled (else that thread would spin).
+    /// The feed's clock is moved by hand: nothing here depends on how fast
+    /// the machine is.
+    @Test func aHoldsDeadlineIsReportedOnlyWhileSomethingWaitsForIt() async throws {
+        let start = ContinuousClock.now
+        let clock = Lock(start)
+        let announced = Lock(0)
+        let feed = BlueZChangeFeed(eventCapacity: 16, now: { clock.withLock { $0 } }) { announced.withLock { $0 += 1 } }
+        func consumerWaiting() async throws {
+            while !feed.consumerWaits { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        func advance(to instant: ContinuousClock.Instant) { clock.withLock { $0 = instant } }
+        #expect(feed.holdDeadline == nil, "nobody waits")
+
+        // A hold with nothing held and no wish to hear at its end: no deadline.
+        let quiet = Task { await feed.next(advertisementsFrom: start + .seconds(1)) }
+        try await consumerWaiting()
+        #expect(feed.holdDeadline == nil)
+        #expect(announced.withLock { $0 } == 0)
+        advance(to: start + .seconds(2))
+        feed.holdEnded()
+        #expect(feed.consumerWaits, "nothing to hand over: it keeps waiting")
+        // An advertisement after the hold ended goes at once.
+        #expect(feed.offer([advert(a, rssi: -50)]))
+        #expect(await quiet.value?.advertised == [a])
+
+        // Held advertisements: the deadline is the hold's end; before it, nothing happens.
+        #expect(feed.offer([advert(b, rssi: -51)]))
+        let end = start + .seconds(3)
+        let held = Task { await feed.next(advertisementsFrom: end) }
+        try await consumerWaiting()
+        #expect(feed.holdDeadline == end)
+        #expect(announced.withLock { $0 } == 1, "the connection thread is told when the consumer starts waiting")
+        feed.holdEnded()
+        #expect(feed.consumerWaits, "too early")
+        advance(to: end)
+        feed.holdEnded()
+        #expect(await held.value?.advertised == [b], "handed over at the deadline, no further change needed")
+        #expect(feed.holdDeadline == nil)
+
+        // wakeAtEnd: an empty batch at the deadline.
+        let due = start + .seconds(4)
+        let empty = Task { await feed.next(advertisementsFrom: due, wakeAtEnd: true) }
+        try await consumerWaiting()
+        #expect(feed.holdDeadline == due)
+        #expect(announced.withLock { $0 } == 2)
+        advance(to: due + .milliseconds(1))
+        feed.holdEnded()
+        let batch = try #require(await empty.value)
+        #expect(batch.isEmpty)
+        #expect(feed.holdDeadline == nil, "reported no more once handed over")
+
+        // atTheLatest: a change after `from` ends the hold at once; with none,
+        // the deadline is the later instant (the repository's, during a flood).
+        let from = start + .seconds(5), latest = start + .seconds(6)
+        let flood = Task { await feed.next(advertisementsFrom: from, wakeAtEnd: true, atTheLatest: latest) }
+        try await consumerWaiting()
+        #expect(feed.holdDeadline == latest)
+        advance(to: from)
+        feed.holdEnded()
+        #expect(feed.consumerWaits, "nothing came and the latest is not here yet")
+        #expect(feed.offer([advert(a, rssi: -52)]))
+        #expect(await flood.value?.advertised == [a], "the first change after `from` ends it")
+        let stopped = Task { await feed.next(advertisementsFrom: from, wakeAtEnd: true, atTheLatest: latest) }
+        try await consumerWaiting()
+        advance(to: latest)
+        feed.holdEnded()
+        #expect(await stopped.value?.isEmpty == true, "nothing more came: at the latest")
+    }
+
     @Test func cancellingTheConsumerEndsTheFeed() async throws {
         let feed = BlueZChangeFeed(eventCapacity: 16)
         let waiting = Task { await feed.next() }
