@@ -95,7 +95,7 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking", "Threads", .product(name: "HeapModule", package: "swift-collections")]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
         // MQTT client for the headless gateway: libmosquitto, imported internally.
-        .target(name: "MQTT", dependencies: ["CMosquitto", "Locking"]),
+        .target(name: "MQTT", dependencies: ["CMosquitto", "CPosix", "Locking", "Threads"]),
         // A small HTTP/1.1 server on POSIX sockets (local API of the gateway): no NIO, builds in seconds.
         .target(name: "HTTPServer", dependencies: ["Vocabulary", "CPosix", "Locking", "Threads"]),
         // systemd notify protocol and JSON-lines logging: process plumbing, no BLE.

@@ -6,6 +6,7 @@
 #include <malloc.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 extern int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *, int);

@@ -2,9 +2,9 @@ internal import CMosquitto
 import Locking
 import Synchronization
 
-/// What one client shares with libmosquitto's network thread.
+/// What one client shares with its network thread.
 ///
-/// libmosquitto calls back on its own thread (see `MQTTClient`); each
+/// libmosquitto calls back on the network thread (`NetworkThread`); each
 /// callback takes `state` briefly, records what happened and wakes whoever
 /// waits. No libmosquitto function is ever called while `state` is held:
 /// libmosquitto holds its own mutexes while it calls back (and may call
@@ -323,6 +323,9 @@ final class ClientCore: Sendable {
     }
 
     /// Marks the client closed; false when it already was.
+    /// `disconnect()` began: the network thread reconnects no more.
+    var isClosed: Bool { state.withLock { $0.closed } }
+
     func beginClose() -> Bool {
         state.withLock { s in
             guard !s.closed else { return false }

@@ -1,21 +1,21 @@
 // The MQTT client the headless gateway publishes readings with:
 // libmosquitto underneath, a Swift-concurrency API on top.
 //
-// Threads. `mosquitto_loop_start` gives each client libmosquitto's own
-// network thread: it reads and writes the socket, sends keep-alives,
-// retransmits unacknowledged QoS ≥ 1 messages and reconnects with
-// exponential backoff (`mosquitto_reconnect_delay_set`). It calls our
-// callbacks, which only record what happened in `ClientCore` (under a
-// `Lock`) and resume or yield to whoever waits — nothing blocks there.
-// Publishing and subscribing call libmosquitto from the caller's thread
-// (libmosquitto is thread-safe in this mode); the calls that block (the
-// initial TCP connect, DISCONNECT plus joining the network thread) run on a
+// Threads. Each client has one network thread of ours (`NetworkThread`),
+// which drives libmosquitto through its external-loop functions: it reads
+// and writes the socket, sends keep-alives and reconnects with a doubling
+// delay. libmosquitto calls our callbacks there; they only record what
+// happened in `ClientCore` (under a `Lock`) and resume or yield to whoever
+// waits — nothing blocks there. Publishing and subscribing call libmosquitto
+// from the caller's thread, which only queues the packets (libmosquitto's
+// "threaded" mode, `mosquitto_threaded_set`), then wake the network thread
+// once per call — once per batch for `publish(_:)` of many. The calls that
+// block (the initial TCP connect, joining the network thread) run on a
 // Dispatch queue, never on Swift's cooperative pool.
 //
-// Idle cost. Nothing here polls: between messages the only CPU an idle
-// client uses is the library thread's keep-alive wake-ups (it sleeps in
-// select() until data arrives or the next PINGREQ is due, every `keepAlive`
-// seconds; libmosquitto 2.0.11, keepAlive 60: one wake-up in 6 s idle).
+// Idle cost. Nothing here polls: an idle client's thread sleeps in `poll()`
+// until data arrives or a quarter of the keep-alive has passed (keepAlive
+// 60: one wake-up in 15 s), when libmosquitto decides whether a PINGREQ is due.
 //
 // Callers wait for the broker, not for the library: `connect` returns once
 // CONNACK arrived, `publish` (QoS ≥ 1) once PUBACK/PUBCOMP arrived (matched by
@@ -36,8 +36,8 @@ import Synchronization
 private let libraryInitialised: Int32 = mosquitto_lib_init()
 
 /// The libmosquitto handle. libmosquitto's client functions may be called
-/// from any thread once its network thread runs; `MQTTClient` owns the handle
-/// and destroys it only after that thread has stopped.
+/// from any thread (the handle is in threaded mode); `MQTTClient` owns the
+/// handle and destroys it only after the network thread has stopped.
 struct MosquittoHandle: @unchecked Sendable {
     let raw: OpaquePointer
 }
@@ -53,7 +53,7 @@ public final class MQTTClient: Sendable {
     public let configuration: MQTTConfiguration
     let handle: MosquittoHandle
     let core: ClientCore
-    private let loopRunning = Lock(false)
+    private let network = Lock<NetworkThread?>(nil)
 
     private init(configuration: MQTTConfiguration, handle: MosquittoHandle, core: ClientCore) {
         self.configuration = configuration
@@ -97,9 +97,10 @@ public final class MQTTClient: Sendable {
         case .cancelled: throw .cancelled(endpoint: endpoint, operation: "CONNECT")
         }
 
-        let rc = mosquitto_loop_start(raw)
-        guard rc == mosqOK else { throw .connectionFailed(endpoint: endpoint, reason: "cannot start the network thread: \(errorText(rc))") }
-        client.loopRunning.withLock { $0 = true }
+        let thread = try NetworkThread(handle: client.handle, core: core, keepAlive: configuration.keepAlive,
+                                       reconnectDelay: configuration.reconnectDelayMin...configuration.reconnectDelayMax)
+        client.network.withLock { $0 = thread }
+        thread.wake()   // CONNECT is queued
 
         switch await core.awaitConnack(timeout: configuration.connectTimeout) {
         case .success:
@@ -147,6 +148,8 @@ public final class MQTTClient: Sendable {
         func check(_ rc: Int32, _ what: String) throws(MQTTError) {
             guard rc == mosqOK else { throw .invalidConfiguration(endpoint: endpoint, reason: "\(what): \(errorText(rc))") }
         }
+        // Our network thread does the I/O; callers only queue packets.
+        try check(mosquitto_threaded_set(mosq, true), "threaded mode")
         let version: Int32 = c.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
         try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
         if let username = c.username {
@@ -162,7 +165,6 @@ public final class MQTTClient: Sendable {
             try check(mosquitto_tls_set(mosq, tls.caFile, nil, tls.certificateFile, tls.keyFile, nil), "TLS (CA \(tls.caFile))")
             try check(mosquitto_tls_insecure_set(mosq, tls.insecure), "TLS insecure flag")
         }
-        try check(mosquitto_reconnect_delay_set(mosq, UInt32(c.reconnectDelayMin), UInt32(c.reconnectDelayMax), true), "reconnect delay")
 
         mosquitto_connect_callback_set(mosq) { mosq, obj, rc in
             guard let mosq, let obj else { return }
@@ -200,7 +202,11 @@ public final class MQTTClient: Sendable {
     /// once the broker acknowledged it (PUBACK / PUBCOMP) — across reconnects,
     /// since libmosquitto sends unacknowledged messages again.
     public func publish(_ message: MQTTMessage) async throws(MQTTError) {
-        guard let mid = try send(message) else { return }
+        guard let mid = try send(message) else {
+            wakeNetwork()
+            return
+        }
+        wakeNetwork()
         _ = try await core.awaitAck(mid: mid, kind: .publish, operation: "PUBACK for \(message.topic)").get()
     }
 
@@ -229,7 +235,9 @@ public final class MQTTClient: Sendable {
                 break
             }
         }
-        // One wake-up for the batch, when its last acknowledgement arrives.
+        // The network thread writes the whole batch after one wake-up, and
+        // this caller is woken once, when its last acknowledgement arrives.
+        wakeNetwork()
         let (acknowledged, error) = await core.awaitAcks(mids, topics: topics)
         if let error, acknowledged < positions.count { return (positions[acknowledged], error) }
         return (sent, sendError)
@@ -286,6 +294,7 @@ public final class MQTTClient: Sendable {
 
         var mid: Int32 = 0
         let rc = mosquitto_subscribe(handle.raw, &mid, filter, Int32(qos.rawValue))
+        wakeNetwork()
         guard rc == mosqOK else { throw fail(.operationFailed(endpoint: endpoint, operation: operation, reason: errorText(rc))) }
         switch await core.awaitAck(mid: mid, kind: .subscribe, operation: "SUBACK for \(filter)") {
         case let .success(.subscribed(granted)):
@@ -303,11 +312,12 @@ public final class MQTTClient: Sendable {
         guard let filter = core.removeSubscription(token) else { return }
         var mid: Int32 = 0
         if mosquitto_unsubscribe(handle.raw, &mid, filter) == mosqOK { core.forget(mid: mid) }
+        wakeNetwork()
     }
 
     // MARK: State and disconnecting
 
-    /// The connection state now (libmosquitto's thread changes it).
+    /// The connection state now (the network thread changes it).
     public var connectionState: MQTTConnectionState { core.connection }
     /// Messages received but dropped because a subscriber was more than
     /// ``subscriptionBufferLimit`` behind (the oldest go first).
@@ -334,12 +344,18 @@ public final class MQTTClient: Sendable {
         core.finishAll()
     }
 
+    /// Stops the network thread once it wrote what is queued (a DISCONNECT
+    /// from `disconnect()`); blocks until it has ended.
     private func stopLoop() {
-        let running = loopRunning.withLock { r in
-            defer { r = false }
-            return r
-        }
-        if running { _ = mosquitto_loop_stop(handle.raw, false) }
+        network.withLock { t in
+            defer { t = nil }
+            return t
+        }?.stop()
+    }
+
+    /// The network thread writes what callers queued.
+    private func wakeNetwork() {
+        network.withLock { $0 }?.wake()
     }
 
     /// Test hook: closes the socket without DISCONNECT, as a crash or a cut

@@ -194,6 +194,30 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
         }
     }
 
+    /// Idle past the 5 s keep-alive: the network thread must send PINGREQ by
+    /// itself (the broker logs each one), and the connection stays as it was.
+    @Test func anIdleConnectionIsKeptAliveWithPings() async throws {
+        try await withBroker { broker in
+            let idle = try await MQTTClient.connect(configuration(broker, "idle"))
+            let publisher = try await MQTTClient.connect(configuration(broker, "idle-pub"))
+            let states = Inbox(idle.states())
+            let inbox = Inbox(try await idle.subscribe("idle/#", qos: .atLeastOnce))
+            var waited = 0
+            while !broker.log.contains("Received PINGREQ from idle\n") && waited < 80 {
+                try await Task.sleep(for: .milliseconds(100))
+                waited += 1
+            }
+            #expect(broker.log.contains("Received PINGREQ from idle\n"), "no PINGREQ from the idle client in 8 s")
+            #expect(broker.log.contains("Sending PINGRESP to idle\n"))
+            try await publisher.publish(MQTTMessage(topic: "idle/after", text: "still here", qos: .atLeastOnce))
+            let got = await inbox.wait { !$0.isEmpty }
+            #expect(got.map(\.topic) == ["idle/after"])
+            #expect(await states.wait(timeout: .milliseconds(200)) { _ in false } == [.connected])
+            await publisher.disconnect()
+            await idle.disconnect()
+        }
+    }
+
     @Test func badCredentialsAreRefusedWithTheBrokersReasonAndEndpoint() async throws {
         try await withBroker(users: ["gateway": "s3cret"]) { broker in
             do throws(MQTTError) {
