@@ -57,9 +57,17 @@ public final class OutboundQueue: Sendable {
         var ids: [Int64] = []
         var scheduled = false
         var failure: String?
+        /// Transactions that deleted acknowledged rows, and their count when
+        /// the pending flush was scheduled.
+        var deletions = 0
+        var deletionsWhenScheduled = 0
     }
-    /// An acknowledgement's row is deleted at the latest this long after it,
-    /// by the next enqueue's transaction or, when none comes, on its own.
+    /// An acknowledgement's row is deleted by the next enqueue's transaction
+    /// or, when none comes, on its own, at the latest twice this long after
+    /// it: a flush finding that an enqueue deleted rows since it was
+    /// scheduled leaves the younger ones to the next enqueue and looks again
+    /// this long later (while readings flow, acknowledged rows then never
+    /// need a transaction of their own).
     public static let acknowledgementDelay: Duration = .milliseconds(250)
     /// At most this many acknowledged rows wait for that.
     public static let acknowledgementBatch = 256
@@ -227,12 +235,12 @@ public final class OutboundQueue: Sendable {
     ///
     /// While the queue is short (its rows all in memory) the messages leave
     /// the queue at once (depth, ``oldest(_:)``) but their rows stay in the
-    /// file for up to ``acknowledgementDelay``: the next enqueue deletes them
+    /// file for up to twice ``acknowledgementDelay``: the next enqueue deletes them
     /// in its own transaction, or a flush of its own does when none comes, or
     /// ``flushAcknowledged()`` at shutdown. At a few hundred messages a second
     /// that saves one SQLite transaction per acknowledgement. The cost: after
-    /// a crash (not a shutdown), messages acknowledged in the last
-    /// ``acknowledgementDelay`` are published again, as QoS 1 allows; nothing
+    /// a crash (not a shutdown), messages acknowledged in the last two
+    /// ``acknowledgementDelay``s are published again, as QoS 1 allows; nothing
     /// the broker did not acknowledge is ever lost. With a backlog (rows read
     /// from SQLite) the rows go in this call's own transaction, as do any
     /// left from before when a deferred flush failed (its error is thrown here).
@@ -267,7 +275,7 @@ public final class OutboundQueue: Sendable {
     }
 
     /// Deletes the rows of acknowledged messages that are still in the file
-    /// now (the shutdown's last step; otherwise done within ``acknowledgementDelay``).
+    /// now (the shutdown's last step; otherwise done within twice ``acknowledgementDelay``).
     public func flushAcknowledged() throws(DomainError) {
         do {
             try pool.batchWrite { db, commit in try self.deleteUnflushed(db, commit) }
@@ -287,15 +295,25 @@ public final class OutboundQueue: Sendable {
             self.unflushed.withLock { u in
                 u.ids.removeFirst(min(ids.count, u.ids.count))   // appended only on the writer: still the prefix
                 u.failure = nil
+                u.deletions &+= 1
             }
         }
     }
 
     /// On the writer: a flush of the deferred acknowledgements after
-    /// ``acknowledgementDelay``, unless one is pending.
+    /// ``acknowledgementDelay`` (see there), unless one is pending.
     private func scheduleFlush() {
-        let start = unflushed.withLock { u -> Bool in defer { u.scheduled = true }; return !u.scheduled }
+        let start = unflushed.withLock { u -> Bool in
+            guard !u.scheduled else { return false }
+            u.scheduled = true
+            u.deletionsWhenScheduled = u.deletions
+            return true
+        }
         guard start else { return }
+        startFlushTimer()
+    }
+
+    private func startFlushTimer() {
         Task { [weak self] in
             try? await Task.sleep(for: Self.acknowledgementDelay)
             self?.flushDeferred()
@@ -309,9 +327,23 @@ public final class OutboundQueue: Sendable {
                 // usually deleted these rows already: then no transaction at
                 // all (an empty one still takes and releases the file's locks:
                 // 2.7 % of the gateway's CPU at 200 changes/s, perf 2026-11-29).
-                let pending = unflushed.withLock { u -> Bool in
+                let pending = unflushed.withLock { u -> Bool? in
+                    if u.ids.isEmpty {
+                        u.scheduled = false
+                        return false
+                    }
+                    if u.deletions != u.deletionsWhenScheduled {
+                        // What was pending when scheduled is gone: these
+                        // came after that enqueue. Look again later.
+                        u.deletionsWhenScheduled = u.deletions
+                        return nil
+                    }
                     u.scheduled = false
-                    return !u.ids.isEmpty
+                    return true
+                }
+                guard let pending else {
+                    startFlushTimer()
+                    return
                 }
                 guard pending else { return }
                 try db.batchTransaction { db, commit in try self.deleteUnflushed(db, commit) }

@@ -114,7 +114,7 @@ import GRDB
     }
 
     /// An acknowledgement leaves the queue at once, and its row the file by
-    /// the next enqueue's transaction, by a flush of its own within
+    /// the next enqueue's transaction, by a flush of its own within twice
     /// `acknowledgementDelay`, or at `flushAcknowledged()`; until then a
     /// crash (here: a second connection reading the file) would publish it
     /// again, never lose one that was not acknowledged.
