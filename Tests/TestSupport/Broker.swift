@@ -193,13 +193,19 @@ public final class Broker: Sendable {
         }
     }
 
-    /// Starts mosquitto and waits (blocking) until the port accepts connections.
+    /// Starts mosquitto and waits (blocking) until it logged that it runs
+    /// (so its listener is bound) and the port accepts connections. The port
+    /// accepting alone is not enough: another test's broker may have taken
+    /// the port first, and this one then exits while the test would talk to
+    /// that one (seen once: a batch acknowledged by a broker this test had
+    /// frozen, because the SIGSTOP went to a broker that had exited).
     private func launch() throws {
+        let logged = log.utf8.count   // a restart appends to the same log
         let child = try spawn("/usr/sbin/mosquitto", ["-c", configFile.path])
         pid.withLock { $0 = child }
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
-            if acceptsConnections(port: port) { return }
+            if String(log.utf8.dropFirst(logged))?.contains(" running\n") == true && acceptsConnections(port: port) { return }
             var status: Int32 = 0
             if waitpid(child, &status, WNOHANG) == child {
                 pid.withLock { $0 = nil }
