@@ -70,9 +70,9 @@ final class NetworkThread: Sendable {
         _ = write(wakeFD, &one, 8)
     }
 
-    /// Stops the thread after it wrote what is queued (a DISCONNECT queued
-    /// before stays not unsent) and returns once it has ended. Blocks: call
-    /// it off the cooperative pool.
+    /// Stops the thread once it wrote what is queued (a DISCONNECT queued
+    /// before goes out, as far as the socket takes it without waiting) and
+    /// returns when it has ended. Blocks: call it off the cooperative pool.
     func stop() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         wake()
