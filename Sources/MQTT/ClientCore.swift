@@ -322,10 +322,10 @@ final class ClientCore: Sendable {
         state.withLock { s in _ = s.observers.removeValue(forKey: token) }
     }
 
-    /// Marks the client closed; false when it already was.
     /// `disconnect()` began: the network thread reconnects no more.
     var isClosed: Bool { state.withLock { $0.closed } }
 
+    /// Marks the client closed; false when it already was.
     func beginClose() -> Bool {
         state.withLock { s in
             guard !s.closed else { return false }
