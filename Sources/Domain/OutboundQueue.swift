@@ -327,25 +327,28 @@ public final class OutboundQueue: Sendable {
                 // usually deleted these rows already: then no transaction at
                 // all (an empty one still takes and releases the file's locks:
                 // 2.7 % of the gateway's CPU at 200 changes/s, perf 2026-11-29).
-                let pending = unflushed.withLock { u -> Bool? in
+                enum Next { case nothing, lookAgainLater, deleteNow }
+                let next = unflushed.withLock { u -> Next in
                     if u.ids.isEmpty {
                         u.scheduled = false
-                        return false
+                        return .nothing
                     }
                     if u.deletions != u.deletionsWhenScheduled {
                         // What was pending when scheduled is gone: these
-                        // came after that enqueue. Look again later.
+                        // came after that enqueue.
                         u.deletionsWhenScheduled = u.deletions
-                        return nil
+                        return .lookAgainLater
                     }
                     u.scheduled = false
-                    return true
+                    return .deleteNow
                 }
-                guard let pending else {
+                switch next {
+                case .nothing: return
+                case .lookAgainLater:
                     startFlushTimer()
                     return
+                case .deleteNow: break
                 }
-                guard pending else { return }
                 try db.batchTransaction { db, commit in try self.deleteUnflushed(db, commit) }
             }
         } catch {
