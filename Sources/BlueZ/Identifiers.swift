@@ -26,16 +26,30 @@ public struct AdapterID: Sendable, Hashable, Comparable, CustomStringConvertible
 }
 
 /// A remote device as one adapter knows it: `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF`.
+///
+/// Kept as the adapter and the address only (24 bytes, no allocation):
+/// a device ID is the key of every per-device table and is in every
+/// per-device value, so at 10 000 devices each byte of it is tens of
+/// kilobytes, and the path — a 37-byte string, 80 bytes of heap when it
+/// is not shared — is made when it is asked for (to call bluetoothd, or
+/// to store a row), which the per-advertisement path never does.
+/// bluetoothd writes device paths as the adapter's path, `/dev_` and the
+/// address in upper-case hex (`device_create` in its `src/device.c`), and
+/// ``init(path:)`` accepts only that form, so ``path`` gives back exactly
+/// the path the ID was made from.
 public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible {
-    public let path: ObjectPath
     public let adapter: AdapterID
     public let address: BluetoothAddress
 
     public init(adapter: AdapterID, address: BluetoothAddress) {
         self.adapter = adapter
         self.address = address
+    }
+
+    /// The device's object path.
+    public var path: ObjectPath {
         // An adapter path plus dev_ and hex digits is always a valid path.
-        self.path = (try? adapter.path.appending("dev_" + address.pathComponent)) ?? adapter.path
+        (try? adapter.path.appending("dev_" + address.pathComponent)) ?? adapter.path
     }
 
     /// Recognises a device path (`…/dev_AA_BB_CC_DD_EE_FF`); nil for anything
@@ -50,26 +64,36 @@ public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible 
             guard t[0] == 0x2F, t[1] == 0x64, t[2] == 0x65, t[3] == 0x76, t[4] == 0x5F else { ok = false; return }
             for k in 0..<6 {
                 let at = 5 + k * 3
-                guard let hi = Hex.value(t[at]), let lo = Hex.value(t[at + 1]) else { ok = false; return }
+                guard let hi = Self.upperHex(t[at]), let lo = Self.upperHex(t[at + 1]) else { ok = false; return }
                 if k < 5 && t[at + 2] != 0x5F { ok = false; return }
                 value = value << 8 | UInt64(hi << 4 | lo)
             }
         } ?? { ok = false }()
         guard ok, let parent = path.parent, parent != .root else { return nil }
-        self.path = path
         self.adapter = AdapterID(path: parent)
         self.address = BluetoothAddress(value: value)
     }
 
-    // The path determines the adapter and the address: equal paths have
-    // equal addresses, so the address (one integer, where the path is a
-    // 37-byte string) is what is hashed, and compared first. A device ID is
-    // the key of every per-device table.
-    public static func == (a: DeviceID, b: DeviceID) -> Bool { a.address == b.address && a.path == b.path }
+    /// A hex digit as bluetoothd writes it in a path (0-9, A-F).
+    @inline(__always) private static func upperHex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: return c &- 0x30
+        case 0x41...0x46: return c &- 0x41 &+ 10
+        default: return nil
+        }
+    }
+
+    // The address is hashed and compared first: one integer, where the
+    // adapter is a string (a small one, stored inline, for `hciN`).
+    public static func == (a: DeviceID, b: DeviceID) -> Bool { a.address == b.address && a.adapter == b.adapter }
     public func hash(into hasher: inout Hasher) { hasher.combine(address.value) }
 
     public var description: String { address.description }
-    public static func < (a: DeviceID, b: DeviceID) -> Bool { a.path < b.path }
+    /// The order of the paths: by adapter, then by address (the path's
+    /// fixed-width upper-case hex sorts as the number does).
+    public static func < (a: DeviceID, b: DeviceID) -> Bool {
+        a.adapter == b.adapter ? a.address.value < b.address.value : a.adapter.path < b.adapter.path
+    }
 }
 
 /// A GATT attribute below a device (service, characteristic or descriptor):

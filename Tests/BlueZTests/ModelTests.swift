@@ -24,6 +24,29 @@ import Vocabulary
         #expect(char?.device == dev)
         #expect(GATTAttributeID(path: "/org/bluez/hci0/service000a") == nil)
     }
+
+    @Test func anIDGivesBackThePathItWasMadeFromAndSortsAsPathsDo() throws {
+        // The ID keeps the adapter and the address only; its path is made
+        // again when asked for, so only bluetoothd's form (upper-case hex)
+        // is a device path: a lower-case one would come back different.
+        let path: ObjectPath = "/org/bluez/hci0/dev_0A_1B_2C_3D_4E_5F"
+        #expect(DeviceID(path: path)?.path == path)
+        #expect(DeviceID(path: "/org/bluez/hci0/dev_0a_1b_2c_3d_4e_5f") == nil)
+        #expect(DeviceID(path: "/org/bluez/hci0/dev_0A_1B_2C_3D_4E_5G") == nil)
+        #expect(DeviceID(path: "/org/bluez/hci0/dev_0A_1B_2C_3D_4E5F00") == nil)
+        #expect(DeviceID(path: "/dev_0A_1B_2C_3D_4E_5F") == nil)
+        let paths: [ObjectPath] = [
+            "/org/bluez/hci10/dev_00_00_00_00_00_01", "/org/bluez/hci1/dev_FF_00_00_00_00_00",
+            "/org/bluez/hci1/dev_0A_00_00_00_00_00", "/org/bluez/hci1/dev_A0_00_00_00_00_00",
+            "/org/bluez/hci0/dev_FF_FF_FF_FF_FF_FF", "/org/bluez/hci2/dev_00_00_00_00_00_00",
+        ]
+        let ids = try paths.map { try #require(DeviceID(path: $0)) }
+        #expect(ids.sorted().map(\.path) == paths.sorted())
+        #expect(Set(ids).count == paths.count)
+        // Same address on two adapters: two devices.
+        #expect(DeviceID(path: "/org/bluez/hci0/dev_0A_1B_2C_3D_4E_5F") != DeviceID(path: "/org/bluez/hci1/dev_0A_1B_2C_3D_4E_5F"))
+        #expect(MemoryLayout<DeviceID>.size <= 24)
+    }
 }
 
 @Suite struct SnapshotTests {
