@@ -34,7 +34,8 @@ public struct AdapterID: Sendable, Hashable, Comparable, CustomStringConvertible
 /// is not shared — is made when it is asked for (to call bluetoothd, or
 /// to store a row), which the per-advertisement path never does.
 /// bluetoothd writes device paths as the adapter's path, `/dev_` and the
-/// address in upper-case hex (`device_create` in its `src/device.c`), and
+/// address in upper-case hex (its `src/device.c`: `device_create` writes
+/// the address with `ba2str`, `device_new` makes the path of it), and
 /// ``init(path:)`` accepts only that form, so ``path`` gives back exactly
 /// the path the ID was made from.
 public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible {
@@ -64,7 +65,8 @@ public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible 
             guard t[0] == 0x2F, t[1] == 0x64, t[2] == 0x65, t[3] == 0x76, t[4] == 0x5F else { ok = false; return }
             for k in 0..<6 {
                 let at = 5 + k * 3
-                guard let hi = Self.upperHex(t[at]), let lo = Self.upperHex(t[at + 1]) else { ok = false; return }
+                // Upper case only (bluetoothd's form, which `path` writes).
+                guard t[at] < 0x61, t[at + 1] < 0x61, let hi = Hex.value(t[at]), let lo = Hex.value(t[at + 1]) else { ok = false; return }
                 if k < 5 && t[at + 2] != 0x5F { ok = false; return }
                 value = value << 8 | UInt64(hi << 4 | lo)
             }
@@ -72,15 +74,6 @@ public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible 
         guard ok, let parent = path.parent, parent != .root else { return nil }
         self.adapter = AdapterID(path: parent)
         self.address = BluetoothAddress(value: value)
-    }
-
-    /// A hex digit as bluetoothd writes it in a path (0-9, A-F).
-    @inline(__always) private static func upperHex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: return c &- 0x30
-        case 0x41...0x46: return c &- 0x41 &+ 10
-        default: return nil
-        }
     }
 
     // The address is hashed and compared first: one integer, where the
