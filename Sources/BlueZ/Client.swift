@@ -270,7 +270,6 @@ public struct BlueZClient: Sendable {
         let path = characteristic.path
         let client = self
         let (stream, continuation) = AsyncStream<NotificationEvent>.makeStream(bufferingPolicy: .bufferingNewest(bufferCapacity))
-        let devicePath = characteristic.device.path
         let reconnector = reconnect ? Task { await client.keepConnected(characteristic.device) } : nil
         let task = Task {
             // bluetoothd keeps the GATT objects of a disconnected device
@@ -297,7 +296,7 @@ public struct BlueZClient: Sendable {
                 switch event {
                 case let .propertiesChanged(p, interface, changed, _) where p == path && interface == BlueZInterface.gattCharacteristic:
                     if let v = changed["Value"], let bytes = PropertyReader.bytes(v) { continuation.yield(.value(bytes)) }
-                case let .deviceChanged(device, changed) where device.path == devicePath:
+                case let .deviceChanged(device, changed) where device == characteristic.device:
                     switch changed[.servicesResolved] {
                     case .boolean(false)?: pause(.bluez(.notConnected, message: "the device disconnected"))
                     case .boolean(true)? where client.mirror.snapshot().characteristics[path] != nil: await resume()

@@ -27,7 +27,7 @@ public final class BlueZSMPTransport: SMPTransport {
         let events = client.mirror.events(bufferCapacity: 4096) { event in
             switch event {
             case let .propertiesChanged(p, interface, _, _): return p == path && interface == BlueZInterface.gattCharacteristic
-            case let .deviceChanged(d, _): return d.path == devicePath
+            case let .deviceChanged(d, _): return d == device
             case let .interfacesRemoved(p, _): return p == path || p == devicePath
             case .availability, .resynchronized: return true
             default: return false

@@ -89,11 +89,10 @@ public enum ImprovProvisioning {
         }
         let chars = try characteristics(client, device)
         let paths = (state: chars.state.id.path, error: chars.error.id.path, result: chars.result.id.path)
-        let devicePath = device.path
         let events = client.mirror.events(bufferCapacity: 256) { event in
             switch event {
             case let .propertiesChanged(p, _, _, _): return p == paths.state || p == paths.error || p == paths.result
-            case let .deviceChanged(d, _): return d.path == devicePath
+            case let .deviceChanged(d, _): return d == device
             case .availability, .resynchronized: return true
             default: return false
             }
