@@ -94,7 +94,11 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
     }
 
     @Test func foundLostAndUnregisterStopsUpdates() async throws {
-        try await withSimulator("test-passive.json") { _, client in
+        // The pvvx thermometer stops at 8 s here (3 s in the fixture): a loaded
+        // machine registered the monitor after 3 s, and DeviceFound never came.
+        var scenario = try loadFixture("test-passive.json")
+        scenario.stopAdvertising("A4:C1:38:5A:1B:2C", at: 8)
+        try await withSimulator(loaded: scenario) { _, client in
             let hci0 = try client.adapter().id
             let bthome = try id(client, "A4:C1:38:8D:18:B2"), atc = try id(client, "A4:C1:38:5A:1B:2C")
             let monitor = try await AdvertisementMonitor.register(
@@ -103,8 +107,8 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
             let events = monitor.events()
             try await waitFor(client, "BTHome and pvvx") { $0.devices[bthome] != nil && $0.devices[atc] != nil }
             #expect(await eventually { monitor.foundDevices == [bthome, atc] })
-            // The pvvx thermometer stops advertising at 3 s: DeviceLost.
-            let lost = await first(events, within: 5) { if case .deviceLost = $0 { return true } else { return false } }
+            // The pvvx thermometer stops advertising at 8 s: DeviceLost.
+            let lost = await first(events, within: 15) { if case .deviceLost = $0 { return true } else { return false } }
             #expect(lost == .deviceLost(atc, monitor: monitor.monitorPaths[0]))
             #expect(monitor.foundDevices == [bthome])
 

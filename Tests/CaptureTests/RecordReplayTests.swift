@@ -34,7 +34,7 @@ final class RecorderBox: Sendable {
             box.value.withLock { $0 = (recorder, connection) }
         }
         let recorded = try #require(await box.stop())
-        #expect(recorded.devices.count == 10)
+        #expect(recorded.devices.count == 10, "recorded: \(recorded.devices.map(\.address).sorted())")
         #expect(original.count >= 5, "\(original)")
         let ruuvi = try #require(original.first { $0.address == "CB:B8:33:4C:88:4F" })
         #expect(ruuvi.readings.count >= 4, "the Ruuvi frames alternate every second: \(ruuvi)")

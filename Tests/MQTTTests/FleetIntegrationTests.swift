@@ -143,11 +143,14 @@ import TestSupport
         }
         #expect(owner(strapped, strap) == "kitchen" && heartRates(strapped).contains("kitchen"), "\(claims(strapped, strap))\n\(logs())")
         #expect(try site("kitchen").connected("E4:5F:01:AA:10:01"))
-        #expect(try !site("hall").connected("E4:5F:01:AA:10:01"), "the hall connected to a device it does not own")
         // Before the kitchen's sighting reaches it, the hall may claim the
         // strap, connect and publish a heart rate (the fleet has not converged
-        // yet: the fresh-clone CI run of 5ccdd1c saw ["hall", "kitchen"]). Once the kitchen
-        // publishes, the hall must not again.
+        // yet: the fresh-clone CI run of 5ccdd1c saw ["hall", "kitchen"]). Then it
+        // lets go: its disconnect can come after the kitchen's first heart rate
+        // (bluetoothd's disconnect takes time; seen in a loaded CI run), so it is
+        // waited for. Once the kitchen publishes, the hall must not again.
+        let hallLetGo = await eventually(10) { (try? site("hall").connected("E4:5F:01:AA:10:01")) == false }
+        #expect(hallLetGo, "the hall kept a link to a device it does not own\n\(logs())")
         #expect(heartRates(strapped).drop { $0 != "kitchen" }.allSatisfy { $0 == "kitchen" }, "\(heartRates(strapped))")
 
         // A command over HTTP to a gateway that does not own the device: passed on to its owner through

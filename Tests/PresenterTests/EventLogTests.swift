@@ -325,9 +325,9 @@ private func newest(of log: EventLog, is kind: LogEvent.Kind, within seconds: Do
         let presenter = P(log: log, navigator: Navigator())
         let states = StateRecorder(presenter.states())
         var expected = P.State()
-        await states.expectNext(expected)                                         // loading
+        let initial = expected                                                   // loading
         expected.entries = .loaded(e.map(row))
-        await states.expectNext(expected)
+        await states.expectStart(initial, then: expected)
 
         presenter.send(.severityFilterChanged(.warning))
         expected.filter.minimumSeverity = .warning
@@ -393,9 +393,9 @@ private func newest(of log: EventLog, is kind: LogEvent.Kind, within seconds: Do
         let presenter = P(log: log, navigator: Navigator())
         let states = StateRecorder(presenter.states())
         var expected = P.State()
-        await states.expectNext(expected)
+        let initial = expected                                                   // loading
         expected.entries = .loaded(e.map(row))
-        await states.expectNext(expected)
+        await states.expectStart(initial, then: expected)
 
         presenter.send(.followToggled)
         expected.follow = .frozen(at: 5)
@@ -425,10 +425,10 @@ private func newest(of log: EventLog, is kind: LogEvent.Kind, within seconds: Do
         let presenter = P(log: log, navigator: Navigator())
         let states = StateRecorder(presenter.states())
         var expected = P.State()
-        await states.expectNext(expected)
+        let initial = expected                                                   // loading
         expected.entries = .loaded(kept.map(row))
         expected.dropped = 1
-        await states.expectNext(expected)
+        await states.expectStart(initial, then: expected)
 
         presenter.send(.clearRequested)
         expected.entries = .loaded([])
@@ -449,9 +449,9 @@ private func newest(of log: EventLog, is kind: LogEvent.Kind, within seconds: Do
         let presenter = P(log: log, navigator: navigator)
         let states = StateRecorder(presenter.states())
         var expected = P.State()
-        await states.expectNext(expected)
+        let initial = expected                                                   // loading
         expected.entries = .loaded(e.map(row))
-        await states.expectNext(expected)
+        await states.expectStart(initial, then: expected)
 
         presenter.send(.entrySelected(e[0].id))                                   // bluetoothd: no device
         presenter.send(.entrySelected(999))                                       // not in the log

@@ -77,6 +77,19 @@ final class StateRecorder<State: Sendable & Equatable>: Sendable {
         #expect(got == expected, sourceLocation: sourceLocation)
     }
 
+    /// The start of a presenter whose source already holds data when it is
+    /// made: its initial state, then `loaded` — or `loaded` alone, when the
+    /// presenter had loaded before the test subscribed (``states()`` begins
+    /// with the state current at subscription; a loaded CI run showed it).
+    func expectStart(_ initial: State, then loaded: State, sourceLocation: SourceLocation = #_sourceLocation) async {
+        let first = await next()
+        if first == initial, initial != loaded {
+            await expectNext(loaded, sourceLocation: sourceLocation)
+        } else {
+            #expect(first == loaded, sourceLocation: sourceLocation)
+        }
+    }
+
     /// Asserts the next state with a closure, for states with parts a test
     /// cannot know exactly.
     func expectNext(sourceLocation: SourceLocation = #_sourceLocation, _ check: (State) -> Bool) async {
