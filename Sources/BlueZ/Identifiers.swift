@@ -85,7 +85,7 @@ public struct DeviceID: Sendable, Hashable, Comparable, CustomStringConvertible 
     /// The order of the paths: by adapter, then by address (the path's
     /// fixed-width upper-case hex sorts as the number does).
     public static func < (a: DeviceID, b: DeviceID) -> Bool {
-        a.adapter == b.adapter ? a.address.value < b.address.value : a.adapter.path < b.adapter.path
+        a.adapter == b.adapter ? a.address.value < b.address.value : a.adapter < b.adapter
     }
 }
 
