@@ -97,10 +97,10 @@ extension AdapterListSnapshot {
         let presenter = P(repository: repo)
         let states = StateRecorder(presenter.states())
         var expected = P.State()
-        await states.expectNext(expected, sourceLocation: sourceLocation)
+        let initial = expected
         expected.adapters = .loaded(rows)
         expected.selected = rows.first?.id
-        await states.expectNext(expected, sourceLocation: sourceLocation)
+        await states.expectStart(initial, then: expected, sourceLocation: sourceLocation)
         return (presenter, states, expected)
     }
 
@@ -109,9 +109,9 @@ extension AdapterListSnapshot {
         let presenter = P(repository: repo)
         let states = StateRecorder(presenter.states())
         var expected = P.State()
-        await states.expectNext(expected)                                   // loading
+        let initial = expected                                              // loading
         expected.adapters = .unavailable(.bluetooth(.bluetoothdGone))
-        await states.expectNext(expected)
+        await states.expectStart(initial, then: expected)
 
         repo.emit(AdapterListSnapshot(bluetoothdAvailable: true))
         expected.adapters = .unavailable(.bluetooth(.noAdapter))

@@ -35,9 +35,9 @@ import Vocabulary
         let states = StateRecorder(presenter.states())
 
         var expected = P.State()
-        await states.expectNext(expected)                               // loading
+        let initial = expected                               // loading
         expected.devices = .unavailable(.bluetooth(.bluetoothdGone))
-        await states.expectNext(expected)
+        await states.expectStart(initial, then: expected)
 
         let devices = try home(clock)
         repo.emit(DeviceListSnapshot(availability: .available, devices: devices))
@@ -91,9 +91,9 @@ import Vocabulary
         let presenter = P(repository: repo, navigator: Navigator())
         let states = StateRecorder(presenter.states())
         var expected = P.State()
-        await states.expectNext(expected)
+        let initial = expected
         expected.devices = .loaded([])
-        await states.expectNext(expected)
+        await states.expectStart(initial, then: expected)
 
         presenter.send(.scanToggled)
         expected.scan = .starting
@@ -168,9 +168,9 @@ import Vocabulary
                           sleeper: sleeper, now: { clock.now })
         let states = StateRecorder(presenter.states())
         var expected = P.State()
-        await states.expectNext(expected)
+        let initial = expected
         expected.devices = .unavailable(.bluetooth(.bluetoothdGone))
-        await states.expectNext(expected)
+        await states.expectStart(initial, then: expected)
 
         let devices = try home(clock)
         repo.emit(DeviceListSnapshot(availability: .available, devices: devices))
