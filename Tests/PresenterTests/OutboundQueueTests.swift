@@ -113,6 +113,24 @@ import GRDB
         #expect(q.depth == 3)
     }
 
+    /// Acknowledged rows are deleted a run of consecutive ids per statement;
+    /// whatever the ids look like, exactly their rows go: out of order,
+    /// repeated, with gaps, without a row, at the end of the id range.
+    @Test func acknowledgedIdsDeleteExactlyTheirRows() throws {
+        let queue = try DatabaseQueue()
+        try OutboundQueue.migrator.migrate(queue)
+        try queue.write { db in
+            for id in 1...20 {
+                try db.execute(sql: "INSERT INTO outbox (id, topic, payload, retain, qos, enqueuedAt) VALUES (?, 't', x'', 0, 1, 0)",
+                               arguments: [id])
+            }
+            let removed = try OutboundQueue.deleteRows([3, 4, 5, 9, 7, 8, 8, 15, 30, 1, Int64.max, 20, 19], db)
+            #expect(try Int64.fetchAll(db, sql: "SELECT id FROM outbox ORDER BY id") == [2, 6, 10, 11, 12, 13, 14, 16, 17, 18])
+            #expect(removed == 10)
+            #expect(try OutboundQueue.deleteRows([], db) == 0)
+        }
+    }
+
     /// An acknowledgement leaves the queue at once, and its row the file by
     /// the next enqueue's transaction, by a flush of its own within twice
     /// `acknowledgementDelay`, or at `flushAcknowledged()`; until then a
