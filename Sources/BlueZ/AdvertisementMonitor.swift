@@ -530,9 +530,15 @@ final class MonitorHub: Sendable {
         return stream
     }
 
+    /// The monitors are unregistered: none is active and none has found
+    /// anything from now on, whether or not bluetoothd's `Release` came
+    /// before (it may come after `UnregisterMonitor` returned, when the
+    /// objects are no longer exported, and then never arrive).
     func finish() {
         let subscribers = state.withLock { s -> [AsyncStream<AdvertisementMonitorEvent>.Continuation] in
             s.finished = true
+            s.activatedBy = [:]
+            s.found = [:]
             defer { s.subscribers = [:] }
             return Array(s.subscribers.values)
         }

@@ -89,7 +89,9 @@ private func registrationError(_ body: () async throws(BlueZError) -> Advertisem
             }
             #expect(monitor.foundDevices == Set(decodable))
             await monitor.unregister()
+            // Whether or not bluetoothd's Release came before UnregisterMonitor returned.
             #expect(!monitor.isActive)
+            #expect(monitor.foundDevices.isEmpty)
         }
     }
 
