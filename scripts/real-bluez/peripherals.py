@@ -161,6 +161,13 @@ class SMPServer:
 
     def __init__(self, spec):
         import hashlib
+        # Imported here, while the peripherals start (before the ready
+        # file), not on the first request: the `smp` models pull in
+        # pydantic, and importing them there under software emulation once
+        # stalled the whole event loop (no peripheral logged a line) for
+        # 15.7 s in CI — longer than our client's three 5-second attempts of
+        # `fw state`, whose repeats the peripheral saw only after it gave up.
+        import smp.header, smp.image_management, smp.os_management  # noqa: F401
         version = spec.get("version", "1.0.0")
         self.buf_size = int(spec.get("bufferSize", 2475))
         self.buf_count = int(spec.get("bufferCount", 4))
@@ -169,6 +176,9 @@ class SMPServer:
         self.upload = None
         self.inbox = b""
         self.reset_requested = False
+        # One answer built and thrown away, so the first request does not pay
+        # for the models' first use either.
+        smp.image_management.ImageStatesReadResponse(sequence=0, images=self.state_images()).BYTES
 
     def feed(self, data):
         from smp import header as smphdr
