@@ -50,6 +50,12 @@ def check(condition, message):
         raise Failed(message)
 
 
+def wall_clock():
+    """Now as HH:MM:SS.mmm, the form peripherals.log stamps its lines with."""
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+
+
 class Suite:
     def __init__(self, out, binary):
         self.out = out
@@ -95,9 +101,19 @@ class Suite:
 
     def run(self, *args, timeout=60, check_rc=True):
         cmd = [self.bin, *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, "XDG_STATE_HOME": self.state})
-        self.log(f"$ {' '.join(cmd[1:])} -> {r.returncode}\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
+        started, wall = time.monotonic(), wall_clock()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                               env={**os.environ, "XDG_STATE_HOME": self.state})
+        except subprocess.TimeoutExpired as e:
+            def text(b):
+                return (b.decode(errors="replace") if isinstance(b, bytes) else b or "")[-3000:]
+            self.log(f"$ {' '.join(cmd[1:])} -> killed after {timeout} s (from {wall})\n{text(e.stdout)}{text(e.stderr)}")
+            raise Failed(f"`blecompanion {' '.join(args)}` did not end within {timeout} s")
+        # Wall-clock start and duration: to line a command up with
+        # peripherals.log and bluetoothd.log after a failure.
+        self.log(f"$ {' '.join(cmd[1:])} -> {r.returncode} ({time.monotonic() - started:.1f} s from {wall})\n"
+                 f"{r.stdout[-3000:]}{r.stderr[-3000:]}")
         if check_rc:
             check(r.returncode == 0, f"`blecompanion {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()[-400:]}")
         return r
@@ -111,8 +127,10 @@ class Suite:
             f.write(text.rstrip() + "\n")
 
     def bluetoothctl(self, *commands, timeout=30):
+        started, wall = time.monotonic(), wall_clock()
         r = subprocess.run(["bluetoothctl", *commands], capture_output=True, text=True, timeout=timeout)
-        self.log(f"$ bluetoothctl {' '.join(commands)} -> {r.returncode}\n{r.stdout[-2000:]}")
+        self.log(f"$ bluetoothctl {' '.join(commands)} -> {r.returncode} ({time.monotonic() - started:.1f} s from {wall})\n"
+                 f"{r.stdout[-2000:]}")
         return r
 
     def scan(self, seconds, *extra):
