@@ -50,10 +50,16 @@ def check(condition, message):
         raise Failed(message)
 
 
-def wall_clock():
-    """Now as HH:MM:SS.mmm, the form peripherals.log stamps its lines with."""
+def clock_start():
+    """A command's start: the monotonic clock, and the time of day to the
+    millisecond (HH:MM:SS.mmm) to find it among peripherals.log's lines."""
     now = time.time()
-    return time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+    return time.monotonic(), time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+
+
+def since(start):
+    """How long since `start` (from clock_start()), and when that was."""
+    return f"{time.monotonic() - start[0]:.1f} s from {start[1]}"
 
 
 class Suite:
@@ -101,18 +107,17 @@ class Suite:
 
     def run(self, *args, timeout=60, check_rc=True):
         cmd = [self.bin, *args]
-        started, wall = time.monotonic(), wall_clock()
+        start = clock_start()
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                                env={**os.environ, "XDG_STATE_HOME": self.state})
         except subprocess.TimeoutExpired as e:
             def text(b):
                 return (b.decode(errors="replace") if isinstance(b, bytes) else b or "")[-3000:]
-            self.log(f"$ {' '.join(cmd[1:])} -> killed after {timeout} s (from {wall})\n{text(e.stdout)}{text(e.stderr)}")
+            self.log(f"$ {' '.join(cmd[1:])} -> killed after {timeout} s (from {start[1]})\n{text(e.stdout)}{text(e.stderr)}")
             raise Failed(f"`blecompanion {' '.join(args)}` did not end within {timeout} s")
-        # Wall-clock start and duration: to line a command up with
-        # peripherals.log and bluetoothd.log after a failure.
-        self.log(f"$ {' '.join(cmd[1:])} -> {r.returncode} ({time.monotonic() - started:.1f} s from {wall})\n"
+        # Duration and time of day: to line a command up with peripherals.log after a failure.
+        self.log(f"$ {' '.join(cmd[1:])} -> {r.returncode} ({since(start)})\n"
                  f"{r.stdout[-3000:]}{r.stderr[-3000:]}")
         if check_rc:
             check(r.returncode == 0, f"`blecompanion {' '.join(args)}` exited {r.returncode}: {r.stderr.strip()[-400:]}")
@@ -127,10 +132,9 @@ class Suite:
             f.write(text.rstrip() + "\n")
 
     def bluetoothctl(self, *commands, timeout=30):
-        started, wall = time.monotonic(), wall_clock()
+        start = clock_start()
         r = subprocess.run(["bluetoothctl", *commands], capture_output=True, text=True, timeout=timeout)
-        self.log(f"$ bluetoothctl {' '.join(commands)} -> {r.returncode} ({time.monotonic() - started:.1f} s from {wall})\n"
-                 f"{r.stdout[-2000:]}")
+        self.log(f"$ bluetoothctl {' '.join(commands)} -> {r.returncode} ({since(start)})\n{r.stdout[-2000:]}")
         return r
 
     def scan(self, seconds, *extra):
