@@ -15,13 +15,8 @@ import TestSupport
     static let ruuvi = "blecompanion/test/cbb8334c884f"
 
     /// Every write to `tables` of the file fails with `message` while `on`.
-    /// Waits its turn behind the gateway's own write transaction (without
-    /// a busy timeout, one that was open at that moment failed the test
-    /// with "database is locked" in CI).
     static func refuseWrites(_ path: String, tables: [String], on: Bool) throws {
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
-        let db = try DatabaseQueue(path: path, configuration: configuration)
+        let db = try secondConnection(to: path)
         try db.writeWithoutTransaction { db in
             for table in tables {
                 for event in ["INSERT", "UPDATE", "DELETE"] {

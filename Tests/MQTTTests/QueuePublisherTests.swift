@@ -65,7 +65,7 @@ import Gateway
         for start in stride(from: 0, to: total, by: 200) {
             try queue.enqueue((start..<min(start + 200, total)).map { OutboundQueue.Outgoing(topic: "gw/reading", payload: Array("\($0)".utf8)) })
         }
-        let refuse = try DatabaseQueue(path: path)
+        let refuse = try secondConnection(to: path)
         try await refuse.write { try $0.execute(sql: "CREATE TRIGGER full BEFORE DELETE ON outbox BEGIN SELECT RAISE(FAIL, 'disk full (test)'); END") }
 
         try await withBroker { broker in
