@@ -245,6 +245,6 @@ let package = Package(
 // --symbol-ordering-file above). Dependencies keep one section per file.
 for target in package.targets where [.regular, .executable, .test].contains(target.type) {
     target.swiftSettings = (target.swiftSettings ?? []) + [
-        .unsafeFlags(["-Xfrontend", "-function-sections"], .when(platforms: [.linux], configuration: .release)),
+        .unsafeFlags(["-Xfrontend", "-function-sections", "-cross-module-optimization"], .when(platforms: [.linux], configuration: .release)),
     ]
 }
