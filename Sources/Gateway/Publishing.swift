@@ -4,6 +4,7 @@ import BlueZ
 import Domain
 import Foundation
 import Locking
+import Vocabulary
 
 /// The key a reading has in the state JSON and in discovery ids: the kind
 /// (`temperature`), or kind and label (`blood_pressure_systolic`) with the
@@ -40,25 +41,92 @@ public enum StatePayload {
     /// not among these names, labelled keys carry the kind as a prefix).
     public static let fixedKeys: Set<String> = ["address", "name", "rssi", "format", "last_seen", "gateway", "room"]
 
+    /// Whether `key` is one of ``fixedKeys`` (compared, not hashed: this
+    /// runs for every reading of every state message).
+    static func isFixed(_ key: String) -> Bool {
+        switch key {
+        case "address", "name", "rssi", "format", "last_seen", "gateway", "room": true
+        default: false
+        }
+    }
+
     /// `last_seen` is the record's, or `at` when the record has none.
     /// `extra`: members after the fixed ones (fleet mode's `gateway` and `room`).
+    ///
+    /// Written straight into the payload: one array of scalar members, sorted
+    /// by key, then their bytes — the same bytes ``SortedJSON`` writes for
+    /// these members (`StatePayloadTests` compares the two), without the
+    /// `.nested` value it copies to sort, the list of published readings and
+    /// the address as a `String` (a state message per advertisement: it was
+    /// 6 % of the gateway's CPU, docs/PERFORMANCE.md, nineteenth pass).
     public static func json(for record: DeviceRecord, at: Date, extra: [(String, FieldValue)] = []) -> [UInt8] {
-        var members: [(String, FieldValue)] = []
+        var members: [(key: String, plainKey: Bool, value: Member)] = []
         members.reserveCapacity(extra.count + 5 + record.readings.count)
-        members.append(contentsOf: extra)
-        members.append(("address", .string(record.id.address.description)))
-        members.append(("name", record.name.map { .string($0) } ?? .null))
-        members.append(("rssi", record.rssi.map { .int(Int($0)) } ?? .null))
-        members.append(("format", record.format.map { .string($0) } ?? .null))
-        members.append(("last_seen", .string(ISO8601UTC.string(record.lastSeen ?? at))))
-        for (key, reading) in ReadingKey.published(record.readings) where !fixedKeys.contains(key) {
+        for (key, value) in extra { members.append((key, false, .other(value))) }
+        let readingsStart = members.count + 5
+        members.append(("address", true, .address(record.id.address)))
+        members.append(("name", true, record.name.map { .string($0) } ?? .null))
+        members.append(("rssi", true, record.rssi.map { .int(Int64($0)) } ?? .null))
+        members.append(("format", true, record.format.map { .string($0) } ?? .null))
+        members.append(("last_seen", true, .string(ISO8601UTC.string(record.lastSeen ?? at))))
+        // The first reading of each key, finite numbers only (``ReadingKey/published(_:)``).
+        for reading in record.readings {
+            let value: Member
             switch reading.value {
-            case let .number(v): members.append((key, .number(v)))
-            case let .bool(b): members.append((key, .bool(b)))
-            case let .text(t): members.append((key, .string(t)))
+            case let .number(v):
+                guard v.isFinite else { continue }
+                value = .number(v)
+            case let .bool(b): value = .bool(b)
+            case let .text(t): value = .string(t)
+            }
+            let key = ReadingKey.key(for: reading)
+            guard !isFixed(key), !members[readingsStart...].contains(where: { $0.key == key }) else { continue }
+            members.append((key, true, value))
+        }
+        // `<` orders these keys as their UTF-8 bytes (``SortedJSON``'s order):
+        // they are ASCII (reading keys are `[a-z0-9_]`, the rest fixed), and
+        // it compares short strings as integers.
+        members.sort { $0.key < $1.key }
+        var out: [UInt8] = []
+        out.reserveCapacity(48 + 24 * members.count)
+        out.append(UInt8(ascii: "{"))
+        for (i, member) in members.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            if member.plainKey {
+                // Nothing in these keys needs an escape.
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: member.key.utf8)
+                out.append(UInt8(ascii: "\""))
+            } else {
+                JSON.writeString(member.key, into: &out)
+            }
+            out.append(UInt8(ascii: ":"))
+            switch member.value {
+            case let .address(address):
+                out.append(UInt8(ascii: "\""))
+                address.appendDescription(to: &out)
+                out.append(UInt8(ascii: "\""))
+            case let .string(text): JSON.writeString(text, into: &out)
+            case let .number(v): JSON.appendNumber(v, to: &out)
+            case let .int(n): JSON.appendDecimal(n, to: &out)
+            case let .bool(b): out.append(contentsOf: (b ? "true" : "false").utf8)
+            case .null: out.append(contentsOf: "null".utf8)
+            case let .other(value): JSON.write(SortedJSON.sorted(value), into: &out)
             }
         }
-        return SortedJSON.bytes(members)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// A member's value: written straight from what the record holds.
+    enum Member {
+        case address(BluetoothAddress)
+        case string(String)
+        case number(Double)
+        case int(Int64)
+        case bool(Bool)
+        case null
+        case other(FieldValue)
     }
 
     /// The state JSON on the device's state topic (not retained: a stale

@@ -72,6 +72,16 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
     /// `AA:BB:CC:DD:EE:FF`, upper case as bluetoothd writes it.
     public var description: String { written(separator: 0x3A) }
 
+    /// Appends ``description``'s 17 bytes to `out` (no `String` made).
+    public func appendDescription(to out: inout [UInt8]) {
+        for i in 0..<6 {
+            let b = byte(i)
+            if i > 0 { out.append(0x3A) }
+            out.append(Hex.digit(b >> 4, uppercase: true))
+            out.append(Hex.digit(b, uppercase: true))
+        }
+    }
+
     /// The form in bluetoothd's object paths: `AA_BB_CC_DD_EE_FF`.
     public var pathComponent: String { written(separator: 0x5F) }
 

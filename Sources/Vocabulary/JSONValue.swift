@@ -186,6 +186,16 @@ public indirect enum JSONValue: Equatable, Sendable {
     /// for the other control characters and DEL; everything else as UTF-8.
     public static func appendQuoted(_ s: String, to out: inout [UInt8]) {
         out.append(0x22)
+        // Most strings (keys, names, times) need no escape: checked in place,
+        // then copied in one go rather than byte by byte.
+        let plain = s.utf8.withContiguousStorageIfAvailable { bytes in
+            !bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F }
+        }
+        if plain == true {
+            out.append(contentsOf: s.utf8)
+            out.append(0x22)
+            return
+        }
         for byte in s.utf8 {
             switch byte {
             case 0x22, 0x5C: out.append(0x5C); out.append(byte)

@@ -45,6 +45,46 @@ struct CoreJSONTests {
         #expect(formatNumber(0.1 + 0.2) == "0.30000000000000004")
     }
 
+    /// `JSON.appendNumber` writes sensor values from their digits; it must
+    /// write exactly what `formatNumber` (Swift's shortest round trip) does.
+    @Test func numbersWrittenFromTheirDigitsMatchTheShortestRoundTrip() {
+        func written(_ v: Double) -> String {
+            var out: [UInt8] = []
+            JSON.appendNumber(v, to: &out)
+            return String(decoding: out, as: UTF8.self)
+        }
+        var values: [Double] = [0, -0.0, 0.5, -0.5, 21.5, 45.25, 1013.6, 0.1 + 0.2, 1e-4, 1.2e-4, 9.99e-5, 1e-5,
+                                999_999_999.5, 1e9 + 0.5, 1e15, 1e15 + 0.5, 2.5e15, 1.5e16, 123_456.789_012,
+                                0.000_123_456, Double(Int64.max), -Double(Int64.max), 4_503_599_627_370_495.5,
+                                .ulpOfOne, .leastNonzeroMagnitude, .greatestFiniteMagnitude, -1013.65, 3.3, 2.675]
+        // Decimals as sensors send them (a scaled integer), and arbitrary bit patterns.
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return state
+        }
+        for _ in 0..<100_000 {
+            let r = next()
+            let integer = Double(Int64(bitPattern: r >> 20) % 2_000_000_000) - 1_000_000_000
+            let scale = [1.0, 10, 100, 1000, 10_000, 100_000, 1_000_000, 10_000_000, 256, 3][Int(r % 10)]
+            values.append(integer / scale)
+            values.append(integer / scale / 1_000_000)
+            let bits = Double(bitPattern: next())
+            if bits.isFinite { values.append(bits) }
+        }
+        for v in values { #expect(written(v) == formatNumber(v), "\(v.bitPattern)") }
+        #expect(written(.nan) == "null")
+        #expect(written(-.infinity) == "null")
+    }
+
+    @Test func integersWrittenFromTheirDigits() {
+        for n: Int64 in [0, 7, -7, 10, 99, 100, -100, 1_000_000_007, .max, .min, .max - 1, .min + 1] {
+            var out: [UInt8] = []
+            JSON.appendDecimal(n, to: &out)
+            #expect(String(decoding: out, as: UTF8.self) == String(n))
+        }
+    }
+
     @Test func hexHelpers() throws {
         #expect(try parseHex("0a 1B:ff") == [0x0A, 0x1B, 0xFF])
         #expect(try parseHex("0x0102") == [1, 2])

@@ -102,6 +102,56 @@ private func object(_ message: OutgoingMessage) throws -> [String: Any] {
         #expect(json == Array(expected.utf8))
     }
 
+    /// The state as ``SortedJSON`` writes it from the members the way the
+    /// payload was built before it was written directly: the reference the
+    /// direct writer must match byte for byte.
+    private func throughSortedJSON(_ record: DeviceRecord, at: Date, extra: [(String, FieldValue)]) -> [UInt8] {
+        var members = extra
+        members.append(("address", .string(record.id.address.description)))
+        members.append(("name", record.name.map { .string($0) } ?? .null))
+        members.append(("rssi", record.rssi.map { .int(Int($0)) } ?? .null))
+        members.append(("format", record.format.map { .string($0) } ?? .null))
+        members.append(("last_seen", .string(ISO8601UTC.string(record.lastSeen ?? at))))
+        for (key, reading) in ReadingKey.published(record.readings) where !StatePayload.fixedKeys.contains(key) {
+            switch reading.value {
+            case let .number(v): members.append((key, .number(v)))
+            case let .bool(b): members.append((key, .bool(b)))
+            case let .text(t): members.append((key, .string(t)))
+            }
+        }
+        return SortedJSON.bytes(members)
+    }
+
+    @Test(arguments: [0, 1, 2, 3, 4])
+    func writtenDirectlyAsSortedJSONWritesIt(_ variant: Int) throws {
+        var r = try record()
+        var extra: [(String, FieldValue)] = []
+        switch variant {
+        case 1:   // fleet mode's members, a name to escape, no RSSI
+            extra = [("gateway", .string("kitchen-pi")), ("room", .string("Küche \"2\""))]
+            r.name = "Tab\there \u{1}"
+            r.rssi = nil
+        case 2:   // repeated keys: the first finite one wins; non-finite ones claim nothing
+            r.readings = [Reading(.temperature, .nan), Reading(.temperature, 19.0), Reading(.temperature, 30.5),
+                          Reading(.humidity, 50), Reading(.temperature, 1e-7, label: "b"), Reading(.temperature, 1e21, label: "a")]
+        case 3:   // no readings, nothing known
+            r = DeviceRecord(id: r.id, name: nil, rssi: nil, format: nil, readings: [], lastSeen: nil)
+        case 4:   // every kind of value, labels that sort between the fixed keys
+            r.readings = [Reading(.button, text: "double_press"), Reading(.motion, false), Reading(.voltage, -0.0),
+                          Reading(.count, 12_345_678_901), Reading(.temperature, -40.125, label: "Zone A"),
+                          Reading(.battery, .infinity), Reading(.moisture, 33)]
+        default: break
+        }
+        let at = Date(timeIntervalSince1970: 1_764_000_000.5)
+        let direct = StatePayload.json(for: r, at: at, extra: extra)
+        #expect(String(decoding: direct, as: UTF8.self) == String(decoding: throughSortedJSON(r, at: at, extra: extra), as: UTF8.self))
+    }
+
+    @Test func fixedKeysAreRecognisedWithoutTheSet() {
+        for key in StatePayload.fixedKeys { #expect(StatePayload.isFixed(key)) }
+        for key in ["Address", "rssi_", "temperature", "", "last-seen", "room_1"] { #expect(!StatePayload.isFixed(key)) }
+    }
+
     @Test func absentFieldsAreNullAndLastSeenFallsBackToNow() throws {
         var r = try record(name: nil, readings: [Reading(.button, text: "long_press"), Reading(.voltage, .infinity)])
         r.rssi = nil

@@ -93,7 +93,7 @@ public func formatNumber(_ v: Double) -> String {
     if v == v.rounded(), abs(v) < 1e15 {
         return String(Int64(v))
     }
-    return "\(v)"
+    return v.description
 }
 
 /// A minimal JSON writer for ``FieldValue`` (no Foundation).
@@ -112,6 +112,64 @@ public enum JSON {
         return out
     }
 
+    /// Appends `value` as compact JSON to `out` (``bytes(_:)`` into a buffer the caller keeps).
+    public static func write(_ value: FieldValue, into out: inout [UInt8]) {
+        write(value, into: &out, indent: nil, level: 0)
+    }
+
+    /// Appends a number as ``formatNumber(_:)`` writes it (`null` when it is
+    /// not finite) without making a `String` for it: integral values and
+    /// those with up to six decimals between 0.0001 and 10⁹ — every reading
+    /// a sensor sends — are written from their digits; others as Swift's
+    /// shortest round-trip `description`. (Double's `description` was most
+    /// of the cost of a gateway's state message.)
+    public static func appendNumber(_ v: Double, to out: inout [UInt8]) {
+        guard v.isFinite else { out.append(contentsOf: "null".utf8); return }
+        let magnitude = abs(v)
+        if v == v.rounded(), magnitude < 1e15 {
+            appendDecimal(Int64(v), to: &out)
+            return
+        }
+        if magnitude >= 1e-4, magnitude < 1e9 {
+            // The fewest decimals whose number parses back to `v`: the digits
+            // `description` writes (the shortest round trip; for a given
+            // number of decimals the nearest one). `scaled / scale` is the
+            // correctly rounded quotient of two exact integers, which is what
+            // parsing the decimal text gives.
+            var scale = 1.0
+            for decimals in 1...6 {
+                scale *= 10
+                let scaled = (magnitude * scale).rounded()
+                guard scaled / scale == magnitude else { continue }
+                let digits = Int64(scaled), unit = Int64(scale)
+                if v < 0 { out.append(UInt8(ascii: "-")) }
+                appendDecimal(digits / unit, to: &out)
+                out.append(UInt8(ascii: "."))
+                var fraction = digits % unit, divisor = unit / 10
+                for _ in 0..<decimals {
+                    out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: fraction / divisor))
+                    fraction %= divisor
+                    divisor /= 10
+                }
+                return
+            }
+        }
+        out.append(contentsOf: v.description.utf8)
+    }
+
+    /// Appends the decimal digits of `n` (a leading `-` when negative).
+    public static func appendDecimal(_ n: Int64, to out: inout [UInt8]) {
+        if n < 0 { out.append(UInt8(ascii: "-")) }
+        var m = n.magnitude   // unsigned: Int64.min has no positive counterpart
+        var divisor: UInt64 = 1
+        while divisor <= m / 10 { divisor *= 10 }
+        repeat {
+            out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m / divisor))
+            m %= divisor
+            divisor /= 10
+        } while divisor > 0
+    }
+
     /// Indented JSON (two spaces per level).
     public static func serializePretty(_ value: FieldValue) -> String {
         var out: [UInt8] = []
@@ -124,9 +182,8 @@ public enum JSON {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case let .bool(b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case let .int(i): out.append(contentsOf: String(i).utf8)
-        case let .number(d):
-            if d.isFinite { out.append(contentsOf: formatNumber(d).utf8) } else { out.append(contentsOf: "null".utf8) }
+        case let .int(i): appendDecimal(Int64(i), to: &out)
+        case let .number(d): appendNumber(d, to: &out)
         case let .string(s): writeString(s, into: &out)
         case let .bytes(b): writeString(hexString(bytes: b), into: &out)
         case let .list(items):
