@@ -100,7 +100,7 @@ public final class BlueZChangeFeed: Sendable {
         guard case let .deviceChanged(id, changes) = event, changes.invalidated.isEmpty else { return nil }
         var content = false
         for key in changes.values.keys {
-            guard let p = DeviceProperty(rawValue: key), DeviceProperty.advertisement.contains(p) else { return nil }
+            guard let p = DeviceProperty.named(key), DeviceProperty.advertisement.contains(p) else { return nil }
             if p != .txPower { content = true }
         }
         return content ? id : nil

@@ -23,7 +23,12 @@ public final class BlueZMirror: Sendable {
         /// their serials until the reply says which ones it already holds.
         var pending: [DBusMessage]? = []
         var owner: String?
-        var subscribers: [UInt64: Subscriber] = [:]
+        var subscribers: [UInt64: Subscriber] = [:] {
+            // Kept as a list too: each signal hands the list on (a reference),
+            // where copying the dictionary's values cost an array per signal.
+            didSet { subscriberList = Array(subscribers.values) }
+        }
+        private(set) var subscriberList: [Subscriber] = []
         var feeds: [UInt64: BlueZChangeFeed] = [:]
         var nextSubscriber: UInt64 = 0
         var waiters: [UInt64: (check: @Sendable (BlueZSnapshot, UInt64) -> Bool, resume: @Sendable () -> Void)] = [:]
@@ -357,6 +362,12 @@ public final class BlueZMirror: Sendable {
                 changed[k] = e.value.unwrappingOneVariant
             }
             return [.changed(path, interface: interface, changed, invalidated: invalidated)]
+        case let .deviceChanged(id, changed, invalidated):
+            guard !s.subscribers.isEmpty || !s.feeds.isEmpty else {
+                s.appliedUnheard = true
+                return []
+            }
+            return [.deviceChanged(id, PropertyChanges(changed, invalidated: invalidated))]
         }
     }
 
@@ -379,7 +390,7 @@ public final class BlueZMirror: Sendable {
                 ready.append(w.resume)
                 s.waiters[id] = nil
             }
-            return (events, Array(s.subscribers.values), events.isEmpty ? [:] : s.feeds, ready)
+            return (events, s.subscriberList, events.isEmpty ? [:] : s.feeds, ready)
         }
         var ended: [UInt64] = []
         for (id, feed) in feeds where !feed.offer(events) { ended.append(id) }

@@ -248,7 +248,7 @@ public struct Device: Sendable, Equatable {
     /// (`properties` is the merged set, as the mirror keeps it); names the
     /// API does not document are ignored.
     mutating func update<Keys: Sequence<String>>(_ keys: Keys, from properties: [String: DBusValue]) {
-        update(keys.lazy.compactMap(DeviceProperty.init(rawValue:)), from: properties)
+        update(keys.lazy.compactMap(DeviceProperty.named), from: properties)
     }
 
     mutating func update<Properties: Sequence<DeviceProperty>>(_ properties: Properties, from values: [String: DBusValue]) {
@@ -285,7 +285,12 @@ public struct Device: Sendable, Equatable {
             case .sets: sets = r.objectPathKeys(key) ?? []
             case .preferredBearer: preferredBearer = r.get(key)
             }
-            problemsByKey[key] = r.problems.count > before ? r.problems.last : nil
+            // (Nothing to clear while the device has no problem: no hash then.)
+            if r.problems.count > before {
+                problemsByKey[key] = r.problems.last
+            } else if !problemsByKey.isEmpty {
+                problemsByKey[key] = nil
+            }
         }
     }
 

@@ -155,6 +155,9 @@ public struct BlueZSnapshot: Sendable, Equatable {
         /// `entries`: PropertiesChanged's `a{sv}` as received (a listener
         /// builds a dictionary from them only if it wants one).
         case propertiesChanged(ObjectPath, interface: String, entries: [DBusDictEntry], invalidated: [String])
+        /// Device1's PropertiesChanged: the changed values by name, the one
+        /// dictionary the device's model read them from and the event carries.
+        case deviceChanged(DeviceID, changed: [String: DBusValue], invalidated: [String])
     }
 
     /// Applies one ObjectManager or PropertiesChanged signal from bluetoothd
@@ -181,8 +184,12 @@ public struct BlueZSnapshot: Sendable, Equatable {
             // The flood case: the a{sv} entries go straight into the tree.
             guard m.body.count == 3, case let .string(interface) = m.body[0],
                   case let .dictionary(.string, .variant, entries) = m.body[1],
-                  let invalidated = try? m.body[2].decode(as: [String].self),
-                  change(path, interface, entries: entries, invalidated) else { return nil }
+                  let invalidated = try? m.body[2].decode(as: [String].self) else { return nil }
+            if interface == BlueZInterface.device {
+                guard let (id, changed) = changeDevice(path, entries: entries, invalidated) else { return nil }
+                return .deviceChanged(id, changed: changed, invalidated: invalidated)
+            }
+            guard change(path, interface, entries: entries, invalidated) else { return nil }
             return .propertiesChanged(path, interface: interface, entries: entries, invalidated: invalidated)
         default:
             return nil
@@ -280,22 +287,7 @@ public struct BlueZSnapshot: Sendable, Equatable {
     mutating func change(_ path: ObjectPath, _ interface: String, entries: [DBusDictEntry], _ invalidated: [String]) -> Bool {
         // One hash lookup per table, then in-place updates: this runs for
         // every RSSI/advertising change of every device.
-        if interface == BlueZInterface.device {
-            // Device1's typed model is its only copy: it reads the changed keys
-            // from the changed values (an invalidated key is absent: its default).
-            guard let id = DeviceID(path: path), let d = devices.index(forKey: id) else { return false }
-            var changed: [String: DBusValue] = [:]
-            var keys: [String] = []
-            keys.reserveCapacity(entries.count + invalidated.count)
-            for e in entries {
-                guard case let .string(k) = e.key else { continue }
-                changed[k] = e.value.unwrappingOneVariant
-                keys.append(k)
-            }
-            keys.append(contentsOf: invalidated)
-            devices.values[d].update(keys, from: changed)
-            return true
-        }
+        if interface == BlueZInterface.device { return changeDevice(path, entries: entries, invalidated) != nil }
         // Other interfaces keep their received properties.
         guard let at = objects.index(forKey: path), objects.values[at][interface] != nil else { return false }
         for e in entries {
@@ -305,6 +297,26 @@ public struct BlueZSnapshot: Sendable, Equatable {
         for name in invalidated { objects.values[at][interface]?[name] = nil }
         rebuild(path, only: [interface])
         return true
+    }
+
+    /// Device1's typed model is its only copy: it reads the changed keys from
+    /// the changed values (an invalidated key is absent: its default). Nil
+    /// when `path` is no device this tree has; else the device and the
+    /// changed values by name (variants unwrapped).
+    private mutating func changeDevice(_ path: ObjectPath, entries: [DBusDictEntry], _ invalidated: [String]) -> (DeviceID, [String: DBusValue])? {
+        guard let id = DeviceID(path: path), let d = devices.index(forKey: id) else { return nil }
+        var changed: [String: DBusValue] = [:]
+        changed.reserveCapacity(entries.count)
+        var keys: [String] = []
+        keys.reserveCapacity(entries.count + invalidated.count)
+        for e in entries {
+            guard case let .string(k) = e.key else { continue }
+            changed[k] = e.value.unwrappingOneVariant
+            keys.append(k)
+        }
+        keys.append(contentsOf: invalidated)
+        devices.values[d].update(keys, from: changed)
+        return (id, changed)
     }
 
     /// The typed models of `only`'s interfaces at `path`, from `objects`

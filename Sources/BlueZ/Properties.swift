@@ -39,6 +39,13 @@ public enum DeviceProperty: String, CaseIterable, Sendable {
     /// and names).
     public static let advertisement: Set<DeviceProperty> = [.rssi, .txPower, .manufacturerData, .serviceData]
 
+    /// The property named `name` (nil: not one the API documents), by one
+    /// hash lookup: `init(rawValue:)` compares the name with each case in
+    /// turn, from an array of the names it builds on every call — and
+    /// Device1's changes are parsed for every advertisement.
+    public static func named(_ name: String) -> DeviceProperty? { byName[name] }
+    private static let byName = Dictionary(uniqueKeysWithValues: allCases.map { ($0.rawValue, $0) })
+
     /// The D-Bus names of `properties`, for the hot paths that test the
     /// names of a change directly (one hash each, no enum parsing).
     public static func names(_ properties: Set<DeviceProperty>) -> Set<String> { Set(properties.map(\.rawValue)) }

@@ -32,7 +32,9 @@ package final class Broadcaster<Element: Sendable>: Sendable {
     }
 
     package func yield(_ element: Element) {
-        let subscribers = inner.withLock { Array($0.subscribers.values) }
+        // Usually no one listens (the gateway's event stream without an HTTP
+        // client): then no copy of the subscribers is made.
+        let subscribers = inner.withLock { $0.subscribers.isEmpty ? [] : Array($0.subscribers.values) }
         for c in subscribers { c.yield(element) }
     }
 
