@@ -121,8 +121,8 @@ public enum JSON {
     /// not finite) without making a `String` for it: integral values and
     /// those with up to six decimals between 0.0001 and 10⁹ — every reading
     /// a sensor sends — are written from their digits; others as Swift's
-    /// shortest round-trip `description`. (Double's `description` was most
-    /// of the cost of a gateway's state message.)
+    /// shortest round-trip `description`. (A gateway writes about ten
+    /// numbers per advertisement; `description` made a `String` of each.)
     public static func appendNumber(_ v: Double, to out: inout [UInt8]) {
         guard v.isFinite else { out.append(contentsOf: "null".utf8); return }
         let magnitude = abs(v)
