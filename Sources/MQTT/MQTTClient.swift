@@ -142,6 +142,14 @@ public final class MQTTClient: Sendable {
         }
     }
 
+    /// How many QoS 1/2 publishes may await their acknowledgement at once
+    /// (libmosquitto's default is 20; an MQTT 5 broker that asks for fewer
+    /// in CONNACK's Receive Maximum gets fewer). The outbox hands over up to
+    /// 64 messages per batch: with 20 in flight, the rest of a batch left one
+    /// by one, each after a PUBACK, a write and a TCP segment apiece
+    /// (docs/PERFORMANCE.md, twentieth pass).
+    static let inFlightLimit: Int32 = 64
+
     private func applyOptions() throws(MQTTError) {
         let c = configuration
         let mosq = handle.raw
@@ -152,6 +160,7 @@ public final class MQTTClient: Sendable {
         try check(mosquitto_threaded_set(mosq, true), "threaded mode")
         let version: Int32 = c.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
         try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
+        try check(mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Self.inFlightLimit), "messages in flight")
         if let username = c.username {
             try check(mosquitto_username_pw_set(mosq, username, c.password), "username/password")
         }

@@ -109,7 +109,17 @@ final class NetworkThread: Sendable {
             // the connection is lost; the next round then reconnects.
             if fds[1].revents & Int16(POLLIN | POLLERR | POLLHUP | POLLNVAL) != 0, mosquitto_loop_read(mosq, 1) != mosqOK { continue }
             if mosquitto_loop_misc(mosq) != mosqOK { continue }
-            if mosquitto_want_write(mosq), mosquitto_loop_write(mosq, 1) != mosqOK { continue }
+            if mosquitto_want_write(mosq) {
+                // libmosquitto writes each queued packet with a write() of
+                // its own: corked, a batch of PUBLISHes leaves in as few TCP
+                // segments as it fits in, when uncorked (each segment costs
+                // the TCP stack, on loopback the broker's receive too).
+                setCork(socket, true)
+                // A failed write closed the socket (the number may already
+                // be another file's): nothing to uncork then.
+                guard mosquitto_loop_write(mosq, 1) == mosqOK else { continue }
+                setCork(socket, false)
+            }
         }
         // What was queued last (DISCONNECT) goes out before the caller destroys the handle.
         if mosquitto_socket(mosq) >= 0, mosquitto_want_write(mosq) { _ = mosquitto_loop_write(mosq, 1) }
@@ -134,6 +144,13 @@ final class NetworkThread: Sendable {
             let (seconds, attoseconds) = left.components
             waitForWake(timeout: Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1))
         }
+    }
+
+    /// TCP_CORK on or off (off sends what it held at once). A socket that
+    /// is not TCP refuses it, and nothing changes.
+    private func setCork(_ socket: Int32, _ on: Bool) {
+        var value: Int32 = on ? 1 : 0
+        _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
     }
 
     private func waitForWake(timeout: Int32) {

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import Locking
 @testable import MQTT
 
 /// Connected again after having been disconnected.
@@ -101,6 +102,28 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
             #expect(leftOver == 0)
             await publisher.disconnect()
         }
+    }
+
+    /// A whole outbox batch (64) goes out before the first acknowledgement
+    /// is needed: with libmosquitto's default of 20 in flight, the other 44
+    /// left one by one, each after a PUBACK (docs/PERFORMANCE.md, twentieth
+    /// pass). A broker that never acknowledges sees exactly the limit, and
+    /// nothing more until it answers.
+    @Test func aBatchOfSixtyFourIsInFlightAtOnce() async throws {
+        let broker = try UnacknowledgingBroker()
+        defer { broker.close() }
+        let client = try await MQTTClient.connect(MQTTConfiguration(host: "127.0.0.1", port: broker.port, clientID: "window",
+                                                                    keepAlive: 60, connectTimeout: .seconds(10)))
+        let sending = Task {
+            await client.publish((0..<100).map { MQTTMessage(topic: "w/\($0)", text: "x", qos: .atLeastOnce) })
+        }
+        let seen = await broker.publishes(atLeast: Int(MQTTClient.inFlightLimit), within: .seconds(10))
+        // Room for more, had the client sent more.
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(seen == 64 && broker.publishCount == 64, "\(broker.publishCount) PUBLISH packets before any PUBACK")
+        sending.cancel()
+        _ = await sending.value
+        await client.disconnect()
     }
 
     @Test func retainedMessageReachesLateSubscriberWithRetainFlag() async throws {
@@ -371,5 +394,83 @@ final class SilentListener: @unchecked Sendable {
     func close() {
         _ = Glibc.close(filler)
         _ = Glibc.close(listener)
+    }
+}
+
+/// A one-client MQTT 3.1.1 "broker" on 127.0.0.1 that accepts the
+/// connection, answers CONNECT with CONNACK (accepted) and then only counts
+/// the PUBLISH packets that arrive, acknowledging none: how many a client
+/// sends before it waits for acknowledgements is its in-flight window.
+final class UnacknowledgingBroker: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let count = Lock<(publishes: Int, closed: Bool)>((0, false))
+
+    var publishCount: Int { count.withLock { $0.publishes } }
+
+    init() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
+                bind(listener, p, length) == 0 && listen(listener, 1) == 0 && getsockname(listener, p, &length) == 0
+            }
+        }
+        guard listener >= 0, bound else { throw BrokerError(description: "unacknowledging broker: \(String(cString: strerror(errno)))") }
+        self.listener = listener
+        port = Int(UInt16(bigEndian: address.sin_port))
+        Thread.detachNewThread { [self] in serve() }
+    }
+
+    /// Waits until `wanted` PUBLISH packets arrived or `limit` passed; returns how many arrived.
+    func publishes(atLeast wanted: Int, within limit: Duration) async -> Int {
+        let end = ContinuousClock.now + limit
+        while ContinuousClock.now < end, publishCount < wanted {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return publishCount
+    }
+
+    func close() {
+        count.withLock { $0.closed = true }
+        shutdown(listener, Int32(SHUT_RDWR))
+        _ = Glibc.close(listener)
+    }
+
+    private func serve() {
+        let fd = accept(listener, nil, nil)
+        guard fd >= 0 else { return }
+        defer { _ = Glibc.close(fd) }
+        var timeout = timeval(tv_sec: 0, tv_usec: 100_000)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var buffer: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while !count.withLock({ $0.closed }) {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { return }
+            if n < 0 { if errno == EAGAIN || errno == EINTR { continue } else { return } }
+            buffer.append(contentsOf: chunk[0..<n])
+            // Whole packets: a type byte, the remaining length (7 bits a byte), the rest.
+            while buffer.count >= 2 {
+                var length = 0, shift = 0, index = 1
+                var complete = false
+                while index < buffer.count, index <= 4 {
+                    length |= Int(buffer[index] & 0x7F) << shift
+                    shift += 7
+                    index += 1
+                    if buffer[index - 1] & 0x80 == 0 { complete = true; break }
+                }
+                guard complete, buffer.count >= index + length else { break }
+                switch buffer[0] >> 4 {
+                case 1: _ = [UInt8]([0x20, 0x02, 0x00, 0x00]).withUnsafeBytes { send(fd, $0.baseAddress, 4, Int32(MSG_NOSIGNAL)) }
+                case 3: count.withLock { $0.publishes += 1 }
+                default: break
+                }
+                buffer.removeFirst(index + length)
+            }
+        }
     }
 }
