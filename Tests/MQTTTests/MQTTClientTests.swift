@@ -360,6 +360,26 @@ func reconnected(_ states: [MQTTConnectionState]) -> Bool {
     }
 }
 
+/// A TCP socket listening on 127.0.0.1, on a port the kernel chose; its address.
+func loopbackListener(backlog: Int32, for what: String) throws -> (fd: Int32, address: sockaddr_in) {
+    let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = listener >= 0 && withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
+            bind(listener, p, length) == 0 && listen(listener, backlog) == 0 && getsockname(listener, p, &length) == 0
+        }
+    }
+    guard bound else {
+        let reason = String(cString: strerror(errno))
+        if listener >= 0 { _ = Glibc.close(listener) }
+        throw BrokerError(description: "\(what): \(reason)")
+    }
+    return (listener, address)
+}
+
 /// A TCP listener on 127.0.0.1 that never accepts, with its one-connection
 /// accept queue already filled: the kernel drops every further SYN, so a
 /// client's connect hangs as it would towards a host behind a dropping
@@ -370,19 +390,9 @@ final class SilentListener: @unchecked Sendable {
     private let filler: Int32
 
     init() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
-                bind(listener, p, length) == 0 && listen(listener, 0) == 0 && getsockname(listener, p, &length) == 0
-            }
-        }
-        guard listener >= 0, bound else { throw BrokerError(description: "silent listener: \(String(cString: strerror(errno)))") }
+        let (listener, address) = try loopbackListener(backlog: 0, for: "silent listener")
         let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        let connected = withUnsafePointer(to: &address) {
+        let connected = withUnsafePointer(to: address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
         guard filler >= 0, connected else { throw BrokerError(description: "silent listener filler: \(String(cString: strerror(errno)))") }
@@ -409,17 +419,7 @@ final class UnacknowledgingBroker: @unchecked Sendable {
     var publishCount: Int { count.withLock { $0.publishes } }
 
     init() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
-                bind(listener, p, length) == 0 && listen(listener, 1) == 0 && getsockname(listener, p, &length) == 0
-            }
-        }
-        guard listener >= 0, bound else { throw BrokerError(description: "unacknowledging broker: \(String(cString: strerror(errno)))") }
+        let (listener, address) = try loopbackListener(backlog: 1, for: "unacknowledging broker")
         self.listener = listener
         port = Int(UInt16(bigEndian: address.sin_port))
         Thread.detachNewThread { [self] in serve() }
