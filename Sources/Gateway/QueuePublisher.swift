@@ -21,7 +21,7 @@ public final class QueuePublisher: Sendable {
     /// Messages the broker acknowledged since this publisher started.
     public var publishedCount: UInt64 { acknowledged.load(ordering: .relaxed) }
 
-    public init(queue: OutboundQueue, client: MQTTClient, batch: Int = 64,
+    public init(queue: OutboundQueue, client: MQTTClient, batch: Int = Int(MQTTClient.inFlightLimit),
                 storageRetry: ClosedRange<Duration> = .seconds(1)...(.seconds(30))) {
         self.queue = queue
         self.client = client

@@ -144,11 +144,11 @@ public final class MQTTClient: Sendable {
 
     /// How many QoS 1/2 publishes may await their acknowledgement at once
     /// (libmosquitto's default is 20; an MQTT 5 broker that asks for fewer
-    /// in CONNACK's Receive Maximum gets fewer). The outbox hands over up to
-    /// 64 messages per batch: with 20 in flight, the rest of a batch left one
+    /// in CONNACK's Receive Maximum gets fewer). `QueuePublisher` hands over
+    /// this many per batch: with 20 in flight, the rest of a batch left one
     /// by one, each after a PUBACK, a write and a TCP segment apiece
     /// (docs/PERFORMANCE.md, twentieth pass).
-    static let inFlightLimit: Int32 = 64
+    public static let inFlightLimit: Int32 = 64
 
     private func applyOptions() throws(MQTTError) {
         let c = configuration
