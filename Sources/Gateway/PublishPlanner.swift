@@ -96,6 +96,8 @@ public struct PublishPlanner: Sendable {
         var pending = false
         /// Fleet mode: the hash of the state last published (``PublishPlanner/stateHash(_:)``).
         var sentHash: String?
+        /// The state topic and member order of the last state message.
+        var reused = StatePayload.Reused()
 
         init(source: DeviceListPresenter.Row, gatt: [Reading]) {
             self.source = source
@@ -402,7 +404,8 @@ public struct PublishPlanner: Sendable {
         device.lastPublished = now
         device.pending = false
         if options.fleet != nil { device.sentHash = stateHash(device) }
-        var message = StatePayload.message(for: device.record, at: now, topics: options.topics, extra: fleetMembers)
+        var message = StatePayload.message(for: device.record, at: now, topics: options.topics, extra: fleetMembers,
+                                           reusing: &device.reused)
         message.qos = 1
         return message
     }

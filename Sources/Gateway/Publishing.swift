@@ -52,81 +52,150 @@ public enum StatePayload {
 
     /// `last_seen` is the record's, or `at` when the record has none.
     /// `extra`: members after the fixed ones (fleet mode's `gateway` and `room`).
-    ///
-    /// Written straight into the payload: one array of scalar members, sorted
-    /// by key, then their bytes — the same bytes ``SortedJSON`` writes for
-    /// these members (`StatePayloadTests` compares the two), without the
-    /// `.nested` value it copies to sort, the list of published readings and
-    /// the address as a `String` (a state message per advertisement: it was
-    /// 6 % of the gateway's CPU, docs/PERFORMANCE.md, nineteenth pass).
     public static func json(for record: DeviceRecord, at: Date, extra: [(String, FieldValue)] = []) -> [UInt8] {
-        var members: [(key: String, plainKey: Bool, value: Member)] = []
-        members.reserveCapacity(extra.count + 5 + record.readings.count)
-        for (key, value) in extra { members.append((key, false, .other(value))) }
-        let readingsStart = members.count + 5
-        members.append(("address", true, .address(record.id.address)))
-        members.append(("name", true, record.name.map { .string($0) } ?? .null))
-        members.append(("rssi", true, record.rssi.map { .int(Int64($0)) } ?? .null))
-        members.append(("format", true, record.format.map { .string($0) } ?? .null))
-        members.append(("last_seen", true, .string(ISO8601UTC.string(record.lastSeen ?? at))))
-        // The first reading of each key, finite numbers only (``ReadingKey/published(_:)``).
-        for reading in record.readings {
-            let value: Member
-            switch reading.value {
-            case let .number(v):
-                guard v.isFinite else { continue }
-                value = .number(v)
-            case let .bool(b): value = .bool(b)
-            case let .text(t): value = .string(t)
-            }
-            let key = ReadingKey.key(for: reading)
-            guard !isFixed(key), !members[readingsStart...].contains(where: { $0.key == key }) else { continue }
-            members.append((key, true, value))
-        }
-        // `<` orders these keys as their UTF-8 bytes (``SortedJSON``'s order):
-        // they are ASCII (reading keys are `[a-z0-9_]`, the rest fixed), and
-        // it compares short strings as integers.
-        members.sort { $0.key < $1.key }
-        var out: [UInt8] = []
-        out.reserveCapacity(48 + 24 * members.count)
-        out.append(UInt8(ascii: "{"))
-        for (i, member) in members.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            if member.plainKey {
-                // Nothing in these keys needs an escape.
-                out.append(UInt8(ascii: "\""))
-                out.append(contentsOf: member.key.utf8)
-                out.append(UInt8(ascii: "\""))
-            } else {
-                JSON.writeString(member.key, into: &out)
-            }
-            out.append(UInt8(ascii: ":"))
-            switch member.value {
-            case let .address(address):
-                out.append(UInt8(ascii: "\""))
-                address.appendDescription(to: &out)
-                out.append(UInt8(ascii: "\""))
-            case let .string(text): JSON.writeString(text, into: &out)
-            case let .number(v): JSON.appendNumber(v, to: &out)
-            case let .int(n): JSON.appendDecimal(n, to: &out)
-            case let .bool(b): out.append(contentsOf: (b ? "true" : "false").utf8)
-            case .null: out.append(contentsOf: "null".utf8)
-            case let .other(value): JSON.write(SortedJSON.sorted(value), into: &out)
-            }
-        }
-        out.append(UInt8(ascii: "}"))
-        return out
+        Layout(record, extra: extra).write(record, at: at, extra: extra)
     }
 
-    /// A member's value: written straight from what the record holds.
-    enum Member {
-        case address(BluetoothAddress)
-        case string(String)
-        case number(Double)
-        case int(Int64)
-        case bool(Bool)
-        case null
-        case other(FieldValue)
+    /// ``json(for:at:extra:)`` with the member order kept in `layout` from
+    /// the last message of the same device: built again only when the
+    /// record's readings (kinds, labels, which are written) or the extra
+    /// keys differ from those it was made for, which for a sensor that keeps
+    /// sending the same frame is never. The same bytes either way
+    /// (`StatePayloadTests`).
+    public static func json(for record: DeviceRecord, at: Date, extra: [(String, FieldValue)] = [],
+                            reusing layout: inout Layout?) -> [UInt8] {
+        let fitting: Layout
+        if let layout, layout.fits(record, extra: extra) {
+            fitting = layout
+        } else {
+            fitting = Layout(record, extra: extra)
+            layout = fitting
+        }
+        return fitting.write(record, at: at, extra: extra)
+    }
+
+    /// A state message's members in key order, each as the bytes before its
+    /// value (`{"key":` or `,"key":`) and where the value comes from, made
+    /// for one shape of record: the order, the keys and the duplicate and
+    /// non-finite readings left out are worked out once, and each message
+    /// of that shape writes values only (a state message per advertisement:
+    /// sorting the members and making the reading keys again each time was
+    /// 40 % of the message; docs/PERFORMANCE.md, twenty-first pass).
+    public struct Layout: Sendable {
+        /// Per reading of the record it was made for.
+        private struct Shape: Sendable {
+            var kind: ReadingKind
+            var label: String?
+            /// Not a non-finite number (those are never written).
+            var writable: Bool
+        }
+
+        private enum Source: Sendable {
+            case address, name, rssi, format, lastSeen
+            case extra(Int)
+            case reading(Int)
+        }
+
+        private let shape: [Shape]
+        private let extraKeys: [String]
+        /// Every member's bytes before its value, one after the other.
+        private let prefixes: [UInt8]
+        /// Members in key order: where its prefix ends in `prefixes`, and its value.
+        private let members: [(prefixEnd: Int, source: Source)]
+
+        init(_ record: DeviceRecord, extra: [(String, FieldValue)]) {
+            shape = record.readings.map { Shape(kind: $0.kind, label: $0.label, writable: Self.writable($0)) }
+            extraKeys = extra.map(\.0)
+            var keyed: [(key: String, plainKey: Bool, source: Source)] = []
+            keyed.reserveCapacity(extra.count + 5 + record.readings.count)
+            for (i, (key, _)) in extra.enumerated() { keyed.append((key, false, .extra(i))) }
+            let readingsStart = keyed.count + 5
+            keyed.append(("address", true, .address))
+            keyed.append(("name", true, .name))
+            keyed.append(("rssi", true, .rssi))
+            keyed.append(("format", true, .format))
+            keyed.append(("last_seen", true, .lastSeen))
+            // The first reading of each key, finite numbers only (``ReadingKey/published(_:)``).
+            for (i, reading) in record.readings.enumerated() where shape[i].writable {
+                let key = ReadingKey.key(for: reading)
+                guard !isFixed(key), !keyed[readingsStart...].contains(where: { $0.key == key }) else { continue }
+                keyed.append((key, true, .reading(i)))
+            }
+            // `<` orders these keys as their UTF-8 bytes (``SortedJSON``'s order):
+            // they are ASCII (reading keys are `[a-z0-9_]`, the rest fixed), and
+            // it compares short strings as integers.
+            keyed.sort { $0.key < $1.key }
+            var prefixes: [UInt8] = []
+            var members: [(prefixEnd: Int, source: Source)] = []
+            members.reserveCapacity(keyed.count)
+            for (i, member) in keyed.enumerated() {
+                prefixes.append(i == 0 ? UInt8(ascii: "{") : UInt8(ascii: ","))
+                if member.plainKey {
+                    // Nothing in these keys needs an escape.
+                    prefixes.append(UInt8(ascii: "\""))
+                    prefixes.append(contentsOf: member.key.utf8)
+                    prefixes.append(UInt8(ascii: "\""))
+                } else {
+                    JSON.writeString(member.key, into: &prefixes)
+                }
+                prefixes.append(UInt8(ascii: ":"))
+                members.append((prefixes.count, member.source))
+            }
+            self.prefixes = prefixes
+            self.members = members
+        }
+
+        private static func writable(_ reading: Reading) -> Bool {
+            if case let .number(v) = reading.value { return v.isFinite }
+            return true
+        }
+
+        /// Whether `record` and `extra` have the shape this was made for.
+        func fits(_ record: DeviceRecord, extra: [(String, FieldValue)]) -> Bool {
+            guard record.readings.count == shape.count, extra.count == extraKeys.count else { return false }
+            for (reading, s) in zip(record.readings, shape) {
+                guard reading.kind == s.kind, Self.writable(reading) == s.writable, reading.label == s.label else { return false }
+            }
+            for (member, key) in zip(extra, extraKeys) where member.0 != key { return false }
+            return true
+        }
+
+        /// The message's bytes: `record` and `extra` must fit (``fits(_:extra:)``).
+        func write(_ record: DeviceRecord, at: Date, extra: [(String, FieldValue)]) -> [UInt8] {
+            var out: [UInt8] = []
+            out.reserveCapacity(prefixes.count + 16 * members.count + 32)
+            var start = 0
+            prefixes.withUnsafeBufferPointer { keys in
+                for (end, source) in members {
+                    out.append(contentsOf: UnsafeBufferPointer(rebasing: keys[start..<end]))
+                    start = end
+                    switch source {
+                    case .address:
+                        out.append(UInt8(ascii: "\""))
+                        record.id.address.appendDescription(to: &out)
+                        out.append(UInt8(ascii: "\""))
+                    case .name: Self.write(record.name, into: &out)
+                    case .rssi:
+                        if let rssi = record.rssi { JSON.appendDecimal(Int64(rssi), to: &out) } else { out.append(contentsOf: "null".utf8) }
+                    case .format: Self.write(record.format, into: &out)
+                    case .lastSeen: JSON.writeString(ISO8601UTC.string(record.lastSeen ?? at), into: &out)
+                    case let .extra(i): JSON.write(SortedJSON.sorted(extra[i].1), into: &out)
+                    case let .reading(i):
+                        switch record.readings[i].value {
+                        case let .number(v): JSON.appendNumber(v, to: &out)
+                        case let .bool(b): out.append(contentsOf: (b ? "true" : "false").utf8)
+                        case let .text(t): JSON.writeString(t, into: &out)
+                        }
+                    }
+                }
+            }
+            out.append(UInt8(ascii: "}"))
+            return out
+        }
+
+        private static func write(_ text: String?, into out: inout [UInt8]) {
+            if let text { JSON.writeString(text, into: &out) } else { out.append(contentsOf: "null".utf8) }
+        }
     }
 
     /// The state JSON on the device's state topic (not retained: a stale
@@ -134,6 +203,32 @@ public enum StatePayload {
     public static func message(for record: DeviceRecord, at: Date, topics: GatewayTopics,
                                extra: [(String, FieldValue)] = []) -> OutgoingMessage {
         OutgoingMessage(topic: topics.state(record.id.address), payload: json(for: record, at: at, extra: extra), retain: false, qos: 0)
+    }
+
+    /// What one device's state messages share from one to the next: the
+    /// topic and the member ``Layout``. For one device and one set of topics
+    /// (the planner keeps one per device it publishes). Derived from what
+    /// the messages are made of, so it is not part of any value that holds
+    /// it: any two are equal.
+    public struct Reused: Sendable, Equatable {
+        var topic: String?
+        var layout: Layout?
+        public init() {}
+        public static func == (_: Reused, _: Reused) -> Bool { true }
+    }
+
+    /// ``message(for:at:topics:extra:)`` reusing what the device's last message worked out.
+    public static func message(for record: DeviceRecord, at: Date, topics: GatewayTopics,
+                               extra: [(String, FieldValue)] = [], reusing reused: inout Reused) -> OutgoingMessage {
+        let topic: String
+        if let known = reused.topic {
+            topic = known
+        } else {
+            topic = topics.state(record.id.address)
+            reused.topic = topic
+        }
+        return OutgoingMessage(topic: topic, payload: json(for: record, at: at, extra: extra, reusing: &reused.layout),
+                               retain: false, qos: 0)
     }
 }
 

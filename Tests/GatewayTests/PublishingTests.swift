@@ -147,6 +147,43 @@ private func object(_ message: OutgoingMessage) throws -> [String: Any] {
         #expect(String(decoding: direct, as: UTF8.self) == String(decoding: throughSortedJSON(r, at: at, extra: extra), as: UTF8.self))
     }
 
+    /// One device's messages in a row, its layout kept from one to the next
+    /// (as the planner does): each must be the bytes a fresh one writes,
+    /// whether the shape stayed (new values) or changed under it.
+    @Test func aLayoutKeptFromMessageToMessageWritesWhatAFreshOneWrites() throws {
+        let first = try record()
+        var steps: [(DeviceRecord, [(String, FieldValue)])] = [(first, [])]
+        func step(_ change: (inout DeviceRecord) -> Void, extra: [(String, FieldValue)] = []) {
+            var r = steps[steps.count - 1].0
+            change(&r)
+            steps.append((r, extra))
+        }
+        step { $0.readings[0] = Reading(.temperature, 22.75); $0.rssi = -61 }                 // same shape, new values
+        step { $0.readings[1] = Reading(.humidity, .nan) }                                     // a value turns non-finite
+        step { $0.readings[1] = Reading(.humidity, 47) }                                       // and back
+        step { $0.readings[4] = Reading(.temperature, 20.5, label: "Probe 2") }                // a label changes
+        step { $0.readings[2] = Reading(.voltage, 3.1) }                                       // a kind changes
+        step { $0.readings.append(Reading(.temperature, 18, label: "Probe 2")) }               // a duplicate key is added
+        step { $0.readings.insert(Reading(.temperature, 5), at: 0) }                           // one before it takes the key
+        step({ $0.name = nil }, extra: [("gateway", .string("pi")), ("room", .string("hall"))]) // fleet members appear
+        step({ $0.readings[0] = Reading(.temperature, 6) }, extra: [("gateway", .string("pi")), ("room", .string("loft"))])
+        step({ _ in }, extra: [("room", .string("loft")), ("gateway", .string("pi"))])          // same members, other order
+        step { $0.readings = [] }
+        step { $0.readings = [Reading(.motion, true), Reading(.button, text: "press")] }
+        var layout: StatePayload.Layout?
+        var reused = StatePayload.Reused()
+        let at = Date(timeIntervalSince1970: 1_764_000_000)
+        for (i, (r, extra)) in steps.enumerated() {
+            let kept = StatePayload.json(for: r, at: at, extra: extra, reusing: &layout)
+            let fresh = StatePayload.json(for: r, at: at, extra: extra)
+            #expect(String(decoding: kept, as: UTF8.self) == String(decoding: fresh, as: UTF8.self), "step \(i)")
+            #expect(String(decoding: fresh, as: UTF8.self) == String(decoding: throughSortedJSON(r, at: at, extra: extra), as: UTF8.self), "step \(i)")
+            let message = StatePayload.message(for: r, at: at, topics: topics, extra: extra, reusing: &reused)
+            #expect(message.payload == fresh, "step \(i)")
+            #expect(message.topic == "blecompanion/pi-kitchen/aabbccddeeff/state")
+        }
+    }
+
     @Test func fixedKeysAreRecognisedWithoutTheSet() {
         for key in StatePayload.fixedKeys { #expect(StatePayload.isFixed(key)) }
         for key in ["Address", "rssi_", "temperature", "", "last-seen", "room_1"] { #expect(!StatePayload.isFixed(key)) }
