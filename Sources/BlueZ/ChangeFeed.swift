@@ -95,15 +95,10 @@ public final class BlueZChangeFeed: Sendable {
 
     /// Whether `event` is an advertisement only: a Device1 change of
     /// advertisement properties, with one of RSSI or the data among them and
-    /// nothing invalidated.
+    /// nothing invalidated (``PropertyChanges/advertisementOnly``).
     public static func advertisement(_ event: BlueZEvent) -> DeviceID? {
-        guard case let .deviceChanged(id, changes) = event, changes.invalidated.isEmpty else { return nil }
-        var content = false
-        for key in changes.values.keys {
-            guard let p = DeviceProperty.named(key), DeviceProperty.advertisement.contains(p) else { return nil }
-            if p != .txPower { content = true }
-        }
-        return content ? id : nil
+        guard case let .deviceChanged(id, changes) = event, changes.advertisementOnly else { return nil }
+        return id
     }
 
     /// On the mirror's thread: adds the events, wakes a waiting consumer.

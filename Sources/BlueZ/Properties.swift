@@ -77,8 +77,30 @@ public enum AdapterProperty: String, CaseIterable, Sendable {
 }
 
 /// A property enum of one BlueZ interface: its raw value is the D-Bus name.
-public protocol BlueZPropertyName: RawRepresentable, Hashable, Sendable where RawValue == String {}
-extension DeviceProperty: BlueZPropertyName {}
+public protocol BlueZPropertyName: RawRepresentable, Hashable, Sendable where RawValue == String {
+    /// Whether a change of the properties `names` is an advertisement only
+    /// (see ``PropertyChanges/advertisementOnly``).
+    static func advertisementOnly(_ names: Dictionary<String, DBusValue>.Keys) -> Bool
+}
+
+extension BlueZPropertyName {
+    public static func advertisementOnly(_ names: Dictionary<String, DBusValue>.Keys) -> Bool { false }
+}
+
+extension DeviceProperty: BlueZPropertyName {
+    /// Only ``advertisement`` properties, and one of them not TxPower.
+    public static func advertisementOnly(_ names: Dictionary<String, DBusValue>.Keys) -> Bool {
+        var content = false
+        for name in names {
+            switch named(name) {
+            case .rssi, .manufacturerData, .serviceData: content = true
+            case .txPower: continue
+            default: return false
+            }
+        }
+        return content
+    }
+}
 extension AdapterProperty: BlueZPropertyName {}
 
 /// What one PropertiesChanged signal changed on a Device1 or an Adapter1
@@ -95,9 +117,16 @@ public struct PropertyChanges<Property: BlueZPropertyName>: Sendable, Equatable 
     /// Properties whose value bluetoothd no longer has (by D-Bus name).
     public let invalidated: [String]
 
+    /// Whether this is an advertisement only: a Device1 change of
+    /// advertisement properties (``DeviceProperty/advertisement``), with RSSI
+    /// or the data among them, and nothing invalidated. Worked out once
+    /// here: every follower of the mirror asks it of every signal.
+    public let advertisementOnly: Bool
+
     public init(_ values: [String: DBusValue], invalidated: [String] = []) {
         self.values = values
         self.invalidated = invalidated
+        advertisementOnly = invalidated.isEmpty && Property.advertisementOnly(values.keys)
     }
 
     public subscript(_ property: Property) -> DBusValue? { values[property.rawValue] }
