@@ -161,6 +161,9 @@ private struct Heard {
 public final class BlueZDeviceRepository: DeviceRepository {
     private let client: BlueZClient
     private let adapterName: String?
+    /// `adapterName` as an id, once (``availability(_:)`` runs for every
+    /// advertisement); nil when none is named or the name is not one.
+    private let adapterID: AdapterID?
     private let now: @Sendable () -> Date
     /// At most one snapshot per this interval for advertisement changes.
     public let publishInterval: Duration
@@ -223,6 +226,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
         self.scanner = scanner
         self.memory = Dictionary(remembered.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         self.adapterName = adapter
+        self.adapterID = adapter.flatMap { try? AdapterID(name: $0) }
         self.now = now
         let feed = client.mirror.feed()
         self.feed = feed
@@ -377,7 +381,7 @@ public final class BlueZDeviceRepository: DeviceRepository {
     private func availability(_ snap: BlueZSnapshot) -> (Availability, Adapter?) {
         guard snap.available else { return (.bluetoothdGone, nil) }
         let adapter: Adapter?
-        if let adapterName, let id = try? AdapterID(name: adapterName) { adapter = snap.adapters[id] } else { adapter = snap.sortedAdapters.first }
+        if let adapterID { adapter = snap.adapters[adapterID] } else { adapter = snap.sortedAdapters.first }
         guard let adapter else { return (.noAdapter, nil) }
         if adapter.powered == false { return (.adapterOff(adapter.id), adapter) }
         return (.available, adapter)
