@@ -1,4 +1,5 @@
 import Locking
+import Synchronization
 
 /// Hands each event to every current subscriber — for things that happen
 /// (a pairing ended), where `StateStore` is for things that are (its
@@ -10,6 +11,10 @@ package final class Broadcaster<Element: Sendable>: Sendable {
         var next: UInt64 = 0
     }
     private let inner = Lock(Inner())
+    /// How many subscribers there are, read without the lock: usually none
+    /// (the gateway's event stream without an HTTP client), and then
+    /// ``yield(_:)`` — once per state message — costs one load.
+    private let listening = Atomic<Int>(0)
     private let bufferLimit: Int
 
     /// `bufferLimit`: at most this many undelivered events per subscriber
@@ -22,19 +27,21 @@ package final class Broadcaster<Element: Sendable>: Sendable {
         let id = inner.withLock { i -> UInt64 in
             i.next += 1
             i.subscribers[i.next] = continuation
+            listening.add(1, ordering: .releasing)
             return i.next
         }
         // Yields happen outside the lock (below), so termination may take it.
         continuation.onTermination = { [weak self] _ in
-            _ = self?.inner.withLock { $0.subscribers.removeValue(forKey: id) }
+            self?.inner.withLock { i in
+                if i.subscribers.removeValue(forKey: id) != nil { self?.listening.subtract(1, ordering: .relaxed) }
+            }
         }
         return stream
     }
 
     package func yield(_ element: Element) {
-        // Usually no one listens (the gateway's event stream without an HTTP
-        // client): then no copy of the subscribers is made.
-        let subscribers = inner.withLock { $0.subscribers.isEmpty ? [] : Array($0.subscribers.values) }
+        guard listening.load(ordering: .acquiring) > 0 else { return }
+        let subscribers = inner.withLock { Array($0.subscribers.values) }
         for c in subscribers { c.yield(element) }
     }
 
