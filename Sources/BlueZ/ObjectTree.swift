@@ -305,8 +305,7 @@ public struct BlueZSnapshot: Sendable, Equatable {
     /// changed values by name (variants unwrapped).
     private mutating func changeDevice(_ path: ObjectPath, entries: [DBusDictEntry], _ invalidated: [String]) -> (DeviceID, [String: DBusValue])? {
         guard let id = DeviceID(path: path), let d = devices.index(forKey: id) else { return nil }
-        var changed: [String: DBusValue] = [:]
-        changed.reserveCapacity(entries.count)
+        var changed = [String: DBusValue](minimumCapacity: entries.count)
         var keys: [String] = []
         keys.reserveCapacity(entries.count + invalidated.count)
         for e in entries {

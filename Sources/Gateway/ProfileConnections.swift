@@ -34,6 +34,9 @@ extension GatewayRuntime {
             let set = profiles.profiles
             let changed = snapshot.changes(since: seen)
             seen = snapshot.version
+            // No profile and nothing followed: no device wants anything (the
+            // usual gateway; this runs for every list snapshot).
+            if set.isEmpty && running.isEmpty { continue }
             let ids: [DeviceID] = changed.map(Array.init) ?? snapshot.devices.map(\.id) + running.keys.filter { snapshot.record($0) == nil }
             for id in ids {
                 let wanted = snapshot.record(id)?.profile.flatMap { set.profile(named: $0) }.flatMap { $0.gatt.isEmpty ? nil : $0 }
