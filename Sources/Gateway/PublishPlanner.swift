@@ -280,14 +280,15 @@ public struct PublishPlanner: Sendable {
             device.online = true
             out.append(options.topics.deviceAvailabilityMessage(address, online: true))
             out.append(publish(&device, now: now))
-        } else if device.sentContent != device.content {
-            if let last = device.lastPublished, now.timeIntervalSince(last) < options.policy.minInterval {
+        } else {
+            let content = device.content
+            if device.sentContent == content {
+                device.pending = false
+            } else if let last = device.lastPublished, now.timeIntervalSince(last) < options.policy.minInterval {
                 device.pending = true
             } else {
-                out.append(publish(&device, now: now))
+                out.append(publish(&device, now: now, content: content))
             }
-        } else {
-            device.pending = false
         }
         store(device, at: address)
         return true
@@ -399,12 +400,16 @@ public struct PublishPlanner: Sendable {
         return [("gateway", .string(fleet.gateway)), ("room", .string(fleet.room))]
     }
 
-    private mutating func publish(_ device: inout Published, now: Date) -> OutgoingMessage {
-        device.sentContent = device.content
+    /// `content`: the device's content when the caller has it already (the
+    /// record and the content are derived from the row each time they are
+    /// asked for, so they are asked for once here).
+    private mutating func publish(_ device: inout Published, now: Date, content: Content? = nil) -> OutgoingMessage {
+        let record = device.record
+        device.sentContent = content ?? Self.content(record)
         device.lastPublished = now
         device.pending = false
         if options.fleet != nil { device.sentHash = stateHash(device) }
-        var message = StatePayload.message(for: device.record, at: now, topics: options.topics, extra: fleetMembers,
+        var message = StatePayload.message(for: record, at: now, topics: options.topics, extra: fleetMembers,
                                            reusing: &device.reused)
         message.qos = 1
         return message
