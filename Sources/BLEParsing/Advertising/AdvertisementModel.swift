@@ -102,7 +102,10 @@ public struct AdvertisementModel: DecodedModel, Sendable {
             // Pairwise comparison: no dictionaries or key strings for the usual handful of readings.
             let repeated = readings.withUnsafeBufferPointer { buf -> Bool in
                 for i in 1..<n {
-                    for j in 0..<i where sameKey(buf, i, j) { return true }
+                    // The kinds first, here: most pairs differ in kind, and
+                    // `sameKey` was called (not inlined) for each of them.
+                    let kind = buf[i].kind
+                    for j in 0..<i where buf[j].kind == kind && sameKey(buf, i, j) { return true }
                 }
                 return false
             }
