@@ -96,7 +96,7 @@ public struct PublishPlanner: Sendable {
         var pending = false
         /// Fleet mode: the hash of the state last published (``PublishPlanner/stateHash(_:)``).
         var sentHash: String?
-        /// The state topic and member order of the last state message.
+        /// The member order of the last state message.
         var reused = StatePayload.Reused()
 
         init(source: DeviceListPresenter.Row, gatt: [Reading]) {
@@ -115,6 +115,8 @@ public struct PublishPlanner: Sendable {
 
     public let options: Options
     public private(set) var devices: [BluetoothAddress: Published] = [:]
+    /// The state messages' layouts, one per shape of device.
+    private var layouts = StatePayload.Layouts()
     /// bluetoothd (and the adapter) usable, as the last list state said.
     public private(set) var bluetoothAvailable = false
 
@@ -410,7 +412,7 @@ public struct PublishPlanner: Sendable {
         device.pending = false
         if options.fleet != nil { device.sentHash = stateHash(device) }
         var message = StatePayload.message(for: record, at: now, topics: options.topics, extra: fleetMembers,
-                                           reusing: &device.reused)
+                                           reusing: &device.reused, shared: &layouts)
         message.qos = 1
         return message
     }

@@ -57,37 +57,71 @@ public enum StatePayload {
     }
 
     /// ``json(for:at:extra:)`` with the member order kept in `layout` from
-    /// the last message of the same device: built again only when the
-    /// record's readings (kinds, labels, which are written) or the extra
-    /// keys differ from those it was made for, which for a sensor that keeps
-    /// sending the same frame is never. The same bytes either way
-    /// (`StatePayloadTests`).
+    /// the last message of the same device: looked up again (in `shared`)
+    /// only when the record's readings (kinds, labels, which are written)
+    /// or the extra keys differ from those it was made for, which for a
+    /// sensor that keeps sending the same frame is never. The same bytes
+    /// either way (`StatePayloadTests`).
     public static func json(for record: DeviceRecord, at: Date, extra: [(String, FieldValue)] = [],
-                            reusing layout: inout Layout?) -> [UInt8] {
+                            reusing layout: inout Layout?, shared: inout Layouts) -> [UInt8] {
         let fitting: Layout
         if let layout, layout.fits(record, extra: extra) {
             fitting = layout
         } else {
-            fitting = Layout(record, extra: extra)
+            fitting = shared.layout(for: record, extra: extra)
             layout = fitting
         }
         return fitting.write(record, at: at, extra: extra)
     }
 
+    /// The layouts in use, one per shape of record, shared by every device
+    /// of that shape: a gateway hearing 10 000 RuuviTags keeps one, not one
+    /// per device (one each was 10 MiB at 10 000 devices). At most
+    /// ``capacity``; past that the table starts again (devices keep the one
+    /// they hold until their shape changes).
+    public struct Layouts: Sendable {
+        private var byShape: [Layout.Shape: Layout] = [:]
+        public static let capacity = 64
+        public init() {}
+
+        /// How many are kept (tests).
+        var count: Int { byShape.count }
+
+        mutating func layout(for record: DeviceRecord, extra: [(String, FieldValue)]) -> Layout {
+            let shape = Layout.Shape(record, extra: extra)
+            if let known = byShape[shape] { return known }
+            let made = Layout(record, extra: extra, shape: shape)
+            if byShape.count >= Self.capacity { byShape.removeAll(keepingCapacity: true) }
+            byShape[shape] = made
+            return made
+        }
+    }
+
     /// A state message's members in key order, each as the bytes before its
     /// value (`{"key":` or `,"key":`) and where the value comes from, made
-    /// for one shape of record: the order, the keys and the duplicate and
+    /// for one shape of record (immutable, shared by the devices of that
+    /// shape, ``Layouts``): the order, the keys and the duplicate and
     /// non-finite readings left out are worked out once, and each message
     /// of that shape writes values only (a state message per advertisement:
     /// sorting the members and making the reading keys again each time was
     /// 40 % of the message; docs/PERFORMANCE.md, twenty-first pass).
-    public struct Layout: Sendable {
-        /// Per reading of the record it was made for.
-        private struct Shape: Sendable {
-            var kind: ReadingKind
-            var label: String?
-            /// Not a non-finite number (those are never written).
-            var writable: Bool
+    public final class Layout: Sendable {
+        /// What the layout depends on: per reading its kind, label and
+        /// whether it is written, and the extra members' keys.
+        struct Shape: Hashable, Sendable {
+            struct Item: Hashable, Sendable {
+                var kind: ReadingKind
+                var label: String?
+                /// Not a non-finite number (those are never written).
+                var writable: Bool
+            }
+            var readings: [Item]
+            var extraKeys: [String]
+
+            init(_ record: DeviceRecord, extra: [(String, FieldValue)]) {
+                readings = record.readings.map { Item(kind: $0.kind, label: $0.label, writable: Layout.writable($0)) }
+                extraKeys = extra.map(\.0)
+            }
         }
 
         private enum Source: Sendable {
@@ -96,16 +130,19 @@ public enum StatePayload {
             case reading(Int)
         }
 
-        private let shape: [Shape]
-        private let extraKeys: [String]
+        private let shape: Shape
         /// Every member's bytes before its value, one after the other.
         private let prefixes: [UInt8]
         /// Members in key order: where its prefix ends in `prefixes`, and its value.
         private let members: [(prefixEnd: Int, source: Source)]
 
-        init(_ record: DeviceRecord, extra: [(String, FieldValue)]) {
-            shape = record.readings.map { Shape(kind: $0.kind, label: $0.label, writable: Self.writable($0)) }
-            extraKeys = extra.map(\.0)
+        convenience init(_ record: DeviceRecord, extra: [(String, FieldValue)]) {
+            self.init(record, extra: extra, shape: Shape(record, extra: extra))
+        }
+
+        /// `shape`: `record`'s and `extra`'s.
+        init(_ record: DeviceRecord, extra: [(String, FieldValue)], shape: Shape) {
+            self.shape = shape
             var keyed: [(key: String, plainKey: Bool, source: Source)] = []
             keyed.reserveCapacity(extra.count + 5 + record.readings.count)
             for (i, (key, _)) in extra.enumerated() { keyed.append((key, false, .extra(i))) }
@@ -116,7 +153,7 @@ public enum StatePayload {
             keyed.append(("format", true, .format))
             keyed.append(("last_seen", true, .lastSeen))
             // The first reading of each key, finite numbers only (``ReadingKey/published(_:)``).
-            for (i, reading) in record.readings.enumerated() where shape[i].writable {
+            for (i, reading) in record.readings.enumerated() where shape.readings[i].writable {
                 let key = ReadingKey.key(for: reading)
                 guard !isFixed(key), !keyed[readingsStart...].contains(where: { $0.key == key }) else { continue }
                 keyed.append((key, true, .reading(i)))
@@ -145,18 +182,18 @@ public enum StatePayload {
             self.members = members
         }
 
-        private static func writable(_ reading: Reading) -> Bool {
+        static func writable(_ reading: Reading) -> Bool {
             if case let .number(v) = reading.value { return v.isFinite }
             return true
         }
 
         /// Whether `record` and `extra` have the shape this was made for.
         func fits(_ record: DeviceRecord, extra: [(String, FieldValue)]) -> Bool {
-            guard record.readings.count == shape.count, extra.count == extraKeys.count else { return false }
-            for (reading, s) in zip(record.readings, shape) {
+            guard record.readings.count == shape.readings.count, extra.count == shape.extraKeys.count else { return false }
+            for (reading, s) in zip(record.readings, shape.readings) {
                 guard reading.kind == s.kind, Self.writable(reading) == s.writable, reading.label == s.label else { return false }
             }
-            for (member, key) in zip(extra, extraKeys) where member.0 != key { return false }
+            for (member, key) in zip(extra, shape.extraKeys) where member.0 != key { return false }
             return true
         }
 
@@ -206,29 +243,22 @@ public enum StatePayload {
     }
 
     /// What one device's state messages share from one to the next: the
-    /// topic and the member ``Layout``. For one device and one set of topics
-    /// (the planner keeps one per device it publishes). Derived from what
-    /// the messages are made of, so it is not part of any value that holds
-    /// it: any two are equal.
+    /// member ``Layout`` (shared with every device of the same shape, see
+    /// ``Layouts``). Derived from what the messages are made of, so it is
+    /// not part of any value that holds it: any two are equal.
     public struct Reused: Sendable, Equatable {
-        var topic: String?
         var layout: Layout?
         public init() {}
         public static func == (_: Reused, _: Reused) -> Bool { true }
     }
 
-    /// ``message(for:at:topics:extra:)`` reusing what the device's last message worked out.
+    /// ``message(for:at:topics:extra:)`` reusing the layout of the device's last message.
     public static func message(for record: DeviceRecord, at: Date, topics: GatewayTopics,
-                               extra: [(String, FieldValue)] = [], reusing reused: inout Reused) -> OutgoingMessage {
-        let topic: String
-        if let known = reused.topic {
-            topic = known
-        } else {
-            topic = topics.state(record.id.address)
-            reused.topic = topic
-        }
-        return OutgoingMessage(topic: topic, payload: json(for: record, at: at, extra: extra, reusing: &reused.layout),
-                               retain: false, qos: 0)
+                               extra: [(String, FieldValue)] = [], reusing reused: inout Reused,
+                               shared: inout Layouts) -> OutgoingMessage {
+        OutgoingMessage(topic: topics.state(record.id.address),
+                        payload: json(for: record, at: at, extra: extra, reusing: &reused.layout, shared: &shared),
+                        retain: false, qos: 0)
     }
 }
 

@@ -172,15 +172,44 @@ private func object(_ message: OutgoingMessage) throws -> [String: Any] {
         step { $0.readings = [Reading(.motion, true), Reading(.button, text: "press")] }
         var layout: StatePayload.Layout?
         var reused = StatePayload.Reused()
+        var shared = StatePayload.Layouts()
         let at = Date(timeIntervalSince1970: 1_764_000_000)
         for (i, (r, extra)) in steps.enumerated() {
-            let kept = StatePayload.json(for: r, at: at, extra: extra, reusing: &layout)
+            let kept = StatePayload.json(for: r, at: at, extra: extra, reusing: &layout, shared: &shared)
             let fresh = StatePayload.json(for: r, at: at, extra: extra)
             #expect(String(decoding: kept, as: UTF8.self) == String(decoding: fresh, as: UTF8.self), "step \(i)")
             #expect(String(decoding: fresh, as: UTF8.self) == String(decoding: throughSortedJSON(r, at: at, extra: extra), as: UTF8.self), "step \(i)")
-            let message = StatePayload.message(for: r, at: at, topics: topics, extra: extra, reusing: &reused)
+            let message = StatePayload.message(for: r, at: at, topics: topics, extra: extra, reusing: &reused, shared: &shared)
             #expect(message.payload == fresh, "step \(i)")
             #expect(message.topic == "blecompanion/pi-kitchen/aabbccddeeff/state")
+        }
+    }
+
+    /// Devices of one shape share one layout (memory: one per shape, not
+    /// per device), and the table of them stays bounded.
+    @Test func devicesOfOneShapeShareALayoutAndTheTableIsBounded() throws {
+        var shared = StatePayload.Layouts()
+        var a: StatePayload.Layout?, b: StatePayload.Layout?
+        var first = try record()
+        var readings = first.readings
+        readings[0] = Reading(.temperature, -3)
+        let second = DeviceRecord(id: DeviceID(adapter: first.id.adapter, address: try BluetoothAddress("11:22:33:44:55:66")),
+                                  name: "another", rssi: -80, format: first.format, readings: readings, lastSeen: first.lastSeen)
+        let at = Date(timeIntervalSince1970: 1_764_000_000)
+        _ = StatePayload.json(for: first, at: at, reusing: &a, shared: &shared)
+        _ = StatePayload.json(for: second, at: at, reusing: &b, shared: &shared)
+        #expect(a != nil && a === b)
+        #expect(shared.count == 1)
+        first.readings.append(Reading(.voltage, 3))
+        _ = StatePayload.json(for: first, at: at, reusing: &a, shared: &shared)
+        #expect(a !== b && shared.count == 2)
+        for n in 0..<(2 * StatePayload.Layouts.capacity) {
+            var r = first
+            r.readings = [Reading(.temperature, 1, label: "probe \(n)")]
+            var layout: StatePayload.Layout?
+            let json = StatePayload.json(for: r, at: at, reusing: &layout, shared: &shared)
+            #expect(json == StatePayload.json(for: r, at: at))
+            #expect(shared.count <= StatePayload.Layouts.capacity)
         }
     }
 
