@@ -455,11 +455,8 @@ public struct PublishPlanner: Sendable {
     /// Non-finite numbers are not published (nor compared: NaN is never
     /// equal to itself, which would make every advertisement a change).
     static func content(_ record: DeviceRecord) -> Content {
-        func finite(_ r: Reading) -> Bool {
-            if case let .number(v) = r.value { return v.isFinite }
-            return true
-        }
-        let readings = record.readings.allSatisfy(finite) ? record.readings : record.readings.filter(finite)
+        let written = StatePayload.Layout.writable
+        let readings = record.readings.allSatisfy(written) ? record.readings : record.readings.filter(written)
         return Content(name: record.name, format: record.format, readings: readings)
     }
 }

@@ -21,7 +21,7 @@ public enum ReadingKey {
         var out: [(key: String, reading: Reading)] = []
         out.reserveCapacity(readings.count)
         for reading in readings {
-            if case let .number(v) = reading.value, !v.isFinite { continue }
+            guard StatePayload.Layout.writable(reading) else { continue }
             let key = key(for: reading)
             // A device has a handful of readings: a scan is cheaper than hashing.
             guard !out.contains(where: { $0.key == key }) else { continue }
@@ -182,6 +182,9 @@ public enum StatePayload {
             self.members = members
         }
 
+        /// Whether `reading` is ever written: not a non-finite number (the
+        /// one rule for state messages, ``ReadingKey/published(_:)`` and the
+        /// planner's content).
         static func writable(_ reading: Reading) -> Bool {
             if case let .number(v) = reading.value { return v.isFinite }
             return true
