@@ -118,6 +118,30 @@ public struct ChunkedArray<Element> {
     }
 
     @inlinable public mutating func append(_ element: Element) { insert(element, at: count) }
+
+    /// The index of the first element for which `belongsInSecondPartition`
+    /// is true (`count` if none), in a list where every such element comes
+    /// after every other: a binary search over the chunks' last elements,
+    /// then one within the chunk found. A binary search through the
+    /// subscript finds the chunk again for every probe (and reads the
+    /// element once per field compared): the list presenter's sorted-place
+    /// search was 4.6 % of the dashboard's CPU at 1 000 devices that way.
+    @inlinable public func partitioningIndex(where belongsInSecondPartition: (Element) -> Bool) -> Int {
+        var low = 0, high = chunks.count
+        while low < high {
+            let mid = (low + high) / 2
+            let chunk = chunks[mid]   // never empty
+            if belongsInSecondPartition(chunk[chunk.count - 1]) { high = mid } else { low = mid + 1 }
+        }
+        guard low < chunks.count else { return storedCount }
+        let chunk = chunks[low]
+        var first = 0, last = chunk.count
+        while first < last {
+            let mid = (first + last) / 2
+            if belongsInSecondPartition(chunk[mid]) { last = mid } else { first = mid + 1 }
+        }
+        return starts[low] + first
+    }
 }
 
 extension ChunkedArray: RandomAccessCollection, MutableCollection {

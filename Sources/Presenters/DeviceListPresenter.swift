@@ -436,9 +436,9 @@ public final class DeviceListPresenter: Presenter {
     }
 
     /// Where `record` goes in `sorted` (the first place whose record does
-    /// not come before it): binary search with the list's order.
+    /// not come before it): a binary search with the list's order, over the
+    /// chunks and then in one (``ChunkedArray/partitioningIndex(where:)``).
     static func insertionIndex(of record: DeviceRecord, in sorted: ChunkedArray<SortKey>, sort: Sort) -> Int {
-        var low = 0, high = sorted.count
         // Each probe reads only the fields the order compares (a whole
         // record passed to `comesBefore` was copied, retains and all, per
         // probe: 3 % of the dashboard's CPU in a flood), and `record`'s side
@@ -446,23 +446,15 @@ public final class DeviceListPresenter: Presenter {
         let address = record.id.address
         switch sort {
         case .rssi:
-            while low < high {
-                let mid = (low + high) / 2
-                if Self.strongerFirst(sorted[mid].rssi, sorted[mid].id.address, record.rssi, address) { low = mid + 1 } else { high = mid }
-            }
+            let rssi = record.rssi
+            return sorted.partitioningIndex { !Self.strongerFirst($0.rssi, $0.id.address, rssi, address) }
         case .name:
             let name = Self.nameKey(record.name)
-            while low < high {
-                let mid = (low + high) / 2
-                if Self.alphabetical(Self.nameKey(sorted[mid].name), sorted[mid].id.address, name, address) { low = mid + 1 } else { high = mid }
-            }
+            return sorted.partitioningIndex { !Self.alphabetical(Self.nameKey($0.name), $0.id.address, name, address) }
         case .lastSeen:
-            while low < high {
-                let mid = (low + high) / 2
-                if Self.recentFirst(sorted[mid].lastSeen, sorted[mid].id.address, record.lastSeen, address) { low = mid + 1 } else { high = mid }
-            }
+            let lastSeen = record.lastSeen
+            return sorted.partitioningIndex { !Self.recentFirst($0.lastSeen, $0.id.address, lastSeen, address) }
         }
-        return low
     }
 
     /// The list's order: strongest signal, name or most recent first, the

@@ -38,6 +38,35 @@ struct ChunkedArrayTests {
         for (copy, expected) in copies { #expect(Array(copy) == expected) }
     }
 
+    /// The search over chunks then within one finds what a linear scan
+    /// finds, for every threshold (before the first, between any two, past
+    /// the last), on lists whose chunks are of uneven sizes after random
+    /// inserts and removals, and on lists of 0, 1 and one full chunk.
+    @Test(arguments: [5 as UInt64, 6, 7])
+    func partitioningIndexFindsTheFirstElementInTheSecondPartition(seed: UInt64) {
+        var rng = SeededGenerator(seed: seed)
+        var lists: [ChunkedArray<Int>] = [[], [10], ChunkedArray((0..<ChunkedArray<Int>.maximumChunk).map { $0 * 2 })]
+        // Sorted with duplicates: inserted each at its place, some removed.
+        var list = ChunkedArray<Int>()
+        for step in 0..<1_500 {
+            if step % 4 == 3, !list.isEmpty {
+                list.remove(at: Int.random(in: 0..<list.count, using: &rng))
+            } else {
+                let value = Int.random(in: 0..<400, using: &rng)
+                list.insert(value, at: Array(list).firstIndex { $0 >= value } ?? list.count)
+            }
+            if step % 300 == 299 { lists.append(list) }
+        }
+        for l in lists {
+            let model = Array(l)
+            #expect(model == model.sorted())
+            for threshold in -1...401 {
+                let expected = model.firstIndex { $0 >= threshold } ?? model.count
+                #expect(l.partitioningIndex { $0 >= threshold } == expected, "threshold \(threshold), \(l.count) elements")
+            }
+        }
+    }
+
     @Test func aCopyKeepsItsElementsWhenTheOriginalChanges() {
         let original = ChunkedArray(0..<1_000)
         var changed = original
