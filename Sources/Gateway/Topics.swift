@@ -47,18 +47,25 @@ public struct GatewayTopics: Sendable, Equatable {
     public static let online = "online"
     public static let offline = "offline"
 
+    /// Where device topics live: `<base>/<gateway>`, or `<base>/fleet/<fleet>` in fleet mode.
+    public let deviceScope: String
+    /// ``deviceScope`` and a `/`, as bytes: the start of every device topic.
+    private let devicePrefix: [UInt8]
+
     public init(gatewayID: String, base: String = "blecompanion", discoveryPrefix: String = "homeassistant", fleet: String? = nil) {
-        self.gatewayID = TopicSafe.id(gatewayID, fallback: "gateway")
-        self.base = TopicSafe.path(base, fallback: "blecompanion")
+        let safeID = TopicSafe.id(gatewayID, fallback: "gateway"), safeBase = TopicSafe.path(base, fallback: "blecompanion")
+        let safeFleet = fleet.map { TopicSafe.id($0, fallback: "fleet") }
+        self.gatewayID = safeID
+        self.base = safeBase
         self.discoveryPrefix = TopicSafe.path(discoveryPrefix, fallback: "homeassistant")
-        self.fleet = fleet.map { TopicSafe.id($0, fallback: "fleet") }
+        self.fleet = safeFleet
+        let scope = safeFleet.map { "\(safeBase)/fleet/\($0)" } ?? "\(safeBase)/\(safeID)"
+        deviceScope = scope
+        devicePrefix = Array(scope.utf8) + [UInt8(ascii: "/")]
     }
 
     /// `<base>/<gateway>`.
     public var gatewayRoot: String { "\(base)/\(gatewayID)" }
-
-    /// Where device topics live: `<base>/<gateway>`, or `<base>/fleet/<fleet>` in fleet mode.
-    public var deviceScope: String { fleet.map { "\(base)/fleet/\($0)" } ?? gatewayRoot }
 
     /// What device ids in Home Assistant are made from: the gateway id, or `fleet_<fleet>`.
     public var scopeID: String { fleet.map { "fleet_\($0)" } ?? gatewayID }
@@ -78,16 +85,30 @@ public struct GatewayTopics: Sendable, Equatable {
         address.compact
     }
 
-    public func deviceRoot(_ address: BluetoothAddress) -> String {
-        "\(deviceScope)/\(Self.addressID(address))"
-    }
+    public func deviceRoot(_ address: BluetoothAddress) -> String { deviceTopic(address, "") }
 
-    public func state(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/state" }
-    public func availability(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/status" }
-    public func command(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/command" }
-    public func reply(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/reply" }
+    public func state(_ address: BluetoothAddress) -> String { deviceTopic(address, "/state") }
+    public func availability(_ address: BluetoothAddress) -> String { deviceTopic(address, "/status") }
+    public func command(_ address: BluetoothAddress) -> String { deviceTopic(address, "/command") }
+    public func reply(_ address: BluetoothAddress) -> String { deviceTopic(address, "/reply") }
     /// Firmware and provisioning work on the device (retained JSON; docs/FIRMWARE.md).
-    public func firmware(_ address: BluetoothAddress) -> String { "\(deviceRoot(address))/firmware" }
+    public func firmware(_ address: BluetoothAddress) -> String { deviceTopic(address, "/firmware") }
+
+    /// `<deviceScope>/<addr><suffix>`, written into one allocation: the state
+    /// topic is made for every state message (three interpolations and the
+    /// scope made again were ~2 400 instructions a message).
+    private func deviceTopic(_ address: BluetoothAddress, _ suffix: StaticString) -> String {
+        let prefix = devicePrefix
+        let tail = UnsafeBufferPointer(start: suffix.utf8Start, count: suffix.utf8CodeUnitCount)
+        return String(unsafeUninitializedCapacity: prefix.count + 12 + tail.count) { out in
+            var at = 0
+            for b in prefix { out[at] = b; at += 1 }
+            address.writeCompact(to: out, at: at)
+            at += 12
+            for b in tail { out[at] = b; at += 1 }
+            return at
+        }
+    }
 
     /// `<discovery>/<component>/<node_id>/<object_id>/config`.
     public func discoveryConfig(component: String, nodeID: String, objectID: String) -> String {

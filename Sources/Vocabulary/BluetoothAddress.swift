@@ -88,11 +88,18 @@ public struct BluetoothAddress: Sendable, Hashable, Comparable, CustomStringConv
     /// The 12 digits without separators, lower case: `aabbccddeeff` (MQTT topics, file names).
     public var compact: String {
         String(unsafeUninitializedCapacity: 12) { out in
-            for i in 0..<6 {
-                out[2 * i] = Hex.digit(byte(i) >> 4)
-                out[2 * i + 1] = Hex.digit(byte(i))
-            }
+            writeCompact(to: out, at: 0)
             return 12
+        }
+    }
+
+    /// Writes the 12 digits of ``compact`` into `out` from `offset` (room
+    /// for them is the caller's to make): for strings that contain them,
+    /// made in one allocation (a gateway's state topic, every message).
+    public func writeCompact(to out: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        for i in 0..<6 {
+            out[offset + 2 * i] = Hex.digit(byte(i) >> 4)
+            out[offset + 2 * i + 1] = Hex.digit(byte(i))
         }
     }
 
