@@ -126,7 +126,9 @@ public enum JSON {
     public static func appendNumber(_ v: Double, to out: inout [UInt8]) {
         guard v.isFinite else { out.append(contentsOf: "null".utf8); return }
         let magnitude = abs(v)
-        if v == v.rounded(), magnitude < 1e15 {
+        // Integral: converting to Int64 truncates (exact below 1e15), where
+        // `rounded()` was a call into libm per number.
+        if magnitude < 1e15, Double(Int64(v)) == v {
             appendDecimal(Int64(v), to: &out)
             return
         }
@@ -135,22 +137,16 @@ public enum JSON {
             // `description` writes (the shortest round trip; for a given
             // number of decimals the nearest one). `scaled / scale` is the
             // correctly rounded quotient of two exact integers, which is what
-            // parsing the decimal text gives.
+            // parsing the decimal text gives. `+ 0.5` then truncation rounds
+            // as `rounded()` does wherever the result can pass that check
+            // (below 1e15 the sum is exact except just under 0.5, where
+            // neither 0 nor 1 parses back to `v`).
             var scale = 1.0
             for decimals in 1...6 {
                 scale *= 10
-                let scaled = (magnitude * scale).rounded()
+                let scaled = Double(UInt64(magnitude * scale + 0.5))
                 guard scaled / scale == magnitude else { continue }
-                let digits = Int64(scaled), unit = Int64(scale)
-                if v < 0 { out.append(UInt8(ascii: "-")) }
-                appendDecimal(digits / unit, to: &out)
-                out.append(UInt8(ascii: "."))
-                var fraction = digits % unit, divisor = unit / 10
-                for _ in 0..<decimals {
-                    out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: fraction / divisor))
-                    fraction %= divisor
-                    divisor /= 10
-                }
+                appendDigits(UInt64(scaled), decimals: decimals, negative: v < 0, to: &out)
                 return
             }
         }
@@ -159,15 +155,41 @@ public enum JSON {
 
     /// Appends the decimal digits of `n` (a leading `-` when negative).
     public static func appendDecimal(_ n: Int64, to out: inout [UInt8]) {
-        if n < 0 { out.append(UInt8(ascii: "-")) }
-        var m = n.magnitude   // unsigned: Int64.min has no positive counterpart
-        var divisor: UInt64 = 1
-        while divisor <= m / 10 { divisor *= 10 }
-        repeat {
-            out.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m / divisor))
-            m %= divisor
-            divisor /= 10
-        } while divisor > 0
+        // `magnitude`: unsigned, as Int64.min has no positive counterpart.
+        appendDigits(n.magnitude, decimals: 0, negative: n < 0, to: &out)
+    }
+
+    /// Appends `digits` with a decimal point before its last `decimals`
+    /// digits (at least one digit before the point), `-` first when
+    /// `negative`. Written from the right into a buffer on the stack and
+    /// appended at once: a division by the constant 10 is a multiplication,
+    /// where dividing by a power of ten found at run time (three divisions
+    /// per digit) was tens of cycles each.
+    static func appendDigits(_ digits: UInt64, decimals: Int, negative: Bool, to out: inout [UInt8]) {
+        // 32 bytes: 20 digits, the point, the sign.
+        var buffer: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &buffer) { b in
+            var i = b.count, m = digits
+            for _ in 0..<decimals {
+                i -= 1
+                b[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m % 10)
+                m /= 10
+            }
+            if decimals > 0 {
+                i -= 1
+                b[i] = UInt8(ascii: ".")
+            }
+            repeat {
+                i -= 1
+                b[i] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: m % 10)
+                m /= 10
+            } while m > 0
+            if negative {
+                i -= 1
+                b[i] = UInt8(ascii: "-")
+            }
+            out.append(contentsOf: UnsafeRawBufferPointer(rebasing: b[i...]))
+        }
     }
 
     /// Indented JSON (two spaces per level).
