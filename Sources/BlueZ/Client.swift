@@ -379,10 +379,37 @@ public struct BlueZClient: Sendable {
 
     /// Starts discovery with `filter` and keeps it running — across
     /// bluetoothd restarts too — until the session is stopped or released.
+    ///
+    /// When bluetoothd exits while these calls wait (D-Bus NoReply, "recipient
+    /// disconnected", or it is gone when they are made), the session is
+    /// returned anyway and starts discovery when bluetoothd is back, as after
+    /// any restart: under the real stack a StartDiscovery can wait seconds
+    /// for the controller, and a restart then failed the whole scan. Any
+    /// other error, a NoReply timeout with bluetoothd still there included,
+    /// is thrown.
     public func discover(adapter: AdapterID, filter: DiscoveryFilter? = nil) async throws(BlueZError) -> DiscoverySession {
-        if let filter { try await setDiscoveryFilter(filter, adapter: adapter) }
-        try await startDiscovery(adapter: adapter)
+        do {
+            if let filter { try await setDiscoveryFilter(filter, adapter: adapter) }
+            try await startDiscovery(adapter: adapter)
+        } catch {
+            // The mirror hears NameOwnerChanged on the connection's thread
+            // before the error reply that follows it resumes this call.
+            guard Self.wentAway(error), !mirror.snapshot().available else { throw error }
+            let session = DiscoverySession(client: self, adapter: adapter, filter: filter)
+            // Back already, before the session listened for it.
+            if mirror.snapshot().available { await session.startAgain(self) }
+            return session
+        }
         return DiscoverySession(client: self, adapter: adapter, filter: filter)
+    }
+
+    /// The errors a call gets when bluetoothd exits before answering or is gone.
+    static func wentAway(_ error: BlueZError) -> Bool {
+        switch error {
+        case .unavailable: return true
+        case let .dbus(.remote(name, _)): return name == DBusErrorName.noReply
+        default: return false
+        }
     }
 
     // MARK: Plumbing
@@ -475,7 +502,7 @@ public final class DiscoverySession: Sendable {
     /// just started answers InProgress for a while although nothing is
     /// discovering (seen in the real-BlueZ tier), so InProgress counts as
     /// done only once the adapter says Discovering.
-    private func startAgain(_ client: BlueZClient) async {
+    func startAgain(_ client: BlueZClient) async {
         var pause = Duration.milliseconds(250)
         var waited = Duration.zero
         var filterSet = filter == nil

@@ -384,6 +384,33 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
             await session.stop()
         }
     }
+
+    /// bluetoothd exits while our StartDiscovery waits for its answer (seen
+    /// in the real-BlueZ tier: under TCG the answer took 4 s, the restart
+    /// workflow killed bluetoothd meanwhile, and the scan failed with
+    /// NoReply). `discover` returns a session (which starts discovery again
+    /// when bluetoothd is back, as `adapterAndBluetoothdOutagesAreFollowed`
+    /// shows) instead of the error. Not checked here: the restart itself —
+    /// with `replyDelay` the simulator answers GetManagedObjects with the
+    /// state of when it was asked, after the Powered=true signal that
+    /// followed, so the mirror keeps Powered=false (a real bluetoothd
+    /// answers with the state of when it answers).
+    @Test func discoveryStartedWhileBluetoothdExitsGivesASessionNotAnError() async throws {
+        var scenario = try loadFixture("test-outage.json")
+        scenario.replyDelay = 2          // every answer 2 s late
+        scenario.adapters[1].outages = []
+        scenario.outages = [Scenario.Outage(at: 3.0, returnAt: nil)]
+        try await withSimulator(loaded: scenario) { _, client in
+            let hci0 = try AdapterID(name: "hci0")
+            let started = ContinuousClock.now
+            // Sent at ~2 s (the client's own start waited for GetManagedObjects); bluetoothd leaves at 3 s.
+            let session = try await client.discover(adapter: hci0)
+            #expect(ContinuousClock.now - started < .seconds(1.8), "returned when bluetoothd left, not after its answer")
+            #expect(session.adapter == hci0)
+            #expect(!client.mirror.snapshot().available)
+            await session.stop()
+        }
+    }
 }
 
 /// Hands out scripted agent answers in order and records the requests.
