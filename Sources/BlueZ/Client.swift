@@ -392,9 +392,13 @@ public struct BlueZClient: Sendable {
             if let filter { try await setDiscoveryFilter(filter, adapter: adapter) }
             try await startDiscovery(adapter: adapter)
         } catch {
-            // The mirror hears NameOwnerChanged on the connection's thread
-            // before the error reply that follows it resumes this call.
-            guard Self.wentAway(error), !mirror.snapshot().available else { throw error }
+            guard Self.wentAway(error) else { throw error }
+            // The error reply can resume this call before the mirror has
+            // taken in the NameOwnerChanged that came before it (seen under
+            // load): a moment for it. Still there after it: a timeout or
+            // another failure, thrown as it was.
+            let original = error
+            do { try await mirror.wait(for: "bluetoothd gone", timeout: .seconds(2)) { !$0.available } } catch { throw original }
             let session = DiscoverySession(client: self, adapter: adapter, filter: filter)
             // Back already, before the session listened for it.
             if mirror.snapshot().available { await session.startAgain(self) }
