@@ -47,7 +47,9 @@ public struct GatewayTopics: Sendable, Equatable {
     public static let online = "online"
     public static let offline = "offline"
 
-    /// Where device topics live: `<base>/<gateway>`, or `<base>/fleet/<fleet>` in fleet mode.
+    /// `<base>/<gateway>`.
+    public let gatewayRoot: String
+    /// Where device topics live: ``gatewayRoot``, or `<base>/fleet/<fleet>` in fleet mode.
     public let deviceScope: String
     /// ``deviceScope`` and a `/`, as bytes: the start of every device topic.
     private let devicePrefix: [UInt8]
@@ -59,13 +61,12 @@ public struct GatewayTopics: Sendable, Equatable {
         self.base = safeBase
         self.discoveryPrefix = TopicSafe.path(discoveryPrefix, fallback: "homeassistant")
         self.fleet = safeFleet
-        let scope = safeFleet.map { "\(safeBase)/fleet/\($0)" } ?? "\(safeBase)/\(safeID)"
+        let root = "\(safeBase)/\(safeID)"
+        let scope = safeFleet.map { "\(safeBase)/fleet/\($0)" } ?? root
+        gatewayRoot = root
         deviceScope = scope
         devicePrefix = Array(scope.utf8) + [UInt8(ascii: "/")]
     }
-
-    /// `<base>/<gateway>`.
-    public var gatewayRoot: String { "\(base)/\(gatewayID)" }
 
     /// What device ids in Home Assistant are made from: the gateway id, or `fleet_<fleet>`.
     public var scopeID: String { fleet.map { "fleet_\($0)" } ?? gatewayID }
