@@ -92,7 +92,8 @@ let package = Package(
         // Detached POSIX threads for the loops that block in epoll/poll (D-Bus I/O, terminal
         // input, HTTP connections): one way to start one, named.
         .target(name: "Threads", dependencies: ["CPosix"]),
-        .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking", "Threads", .product(name: "HeapModule", package: "swift-collections")]),
+        .target(name: "DBus", dependencies: ["CDBus", "CPosix", "Locking", "Threads", .product(name: "HeapModule", package: "swift-collections"),
+                                            .product(name: "DequeModule", package: "swift-collections")]),
         .target(name: "BluetoothHCI", dependencies: ["CBluetooth"]),
         // MQTT client for the headless gateway: libmosquitto, imported internally.
         .target(name: "MQTT", dependencies: ["CMosquitto", "CPosix", "Locking", "Threads"]),

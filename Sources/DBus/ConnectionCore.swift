@@ -1,4 +1,5 @@
 internal import CDBus
+import DequeModule
 import Locking
 import Synchronization
 import Threads
@@ -105,6 +106,13 @@ final class ConnectionCore: @unchecked Sendable {
     var exports = ExportRegistry()                  // loop
     /// How long exported objects take to answer (``DBusConnection/delayReplies(by:)``).
     var replyDelayNanoseconds: UInt64 = 0           // loop
+    /// Method calls held for `replyDelayNanoseconds`, oldest first: each is
+    /// handled when its delay is over, so its answer is built from the state
+    /// of then, as a slow service answers, in the order the calls came.
+    var delayedCalls = Deque<DBusMessage>()         // loop
+    /// At most this many calls are held; one more is answered at once with
+    /// LimitsExceeded (a client flooding a slow service gets refused, not queued forever).
+    static let maximumDelayedCalls = 4096
     private var idCounter: UInt64 = 0
     private let idLock = Lock<Void>()
     /// Written once on the I/O thread while connecting, read from any
@@ -673,7 +681,11 @@ final class ConnectionCore: @unchecked Sendable {
             }
             malformedCount += router.route(message, &decoded, ownerOf: names.owner(of:))
         case .methodCall:
-            exports.handleCall(message, core: self)
+            if replyDelayNanoseconds > 0 {
+                holdCall(message)
+            } else {
+                exports.handleCall(message, core: self)
+            }
         }
     }
 

@@ -396,12 +396,17 @@ public final class DBusConnection: Sendable {
 
     // MARK: Exporting
 
-    /// Answers every method call made to this connection's exported objects
+    /// Handles every method call made to this connection's exported objects
     /// (and Peer, Introspectable, Properties, ObjectManager) `delay` after it
-    /// arrives: a slow service, for simulators and tests. Zero: at once.
+    /// arrives, in the order they came: a slow service, for simulators and
+    /// tests. Its answer carries the state of when it is handled, as a slow
+    /// daemon's does; signals are not delayed. Zero: at once.
     public func delayReplies(by delay: Duration) {
         let (seconds, attoseconds) = delay.components
-        let nanoseconds = seconds <= 0 ? 0 : UInt64(min(seconds, 3600)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
+        // Below a second `seconds` is 0 and the delay is all in `attoseconds`
+        // (until 2026-12-01 such a delay was taken for none).
+        let nanoseconds = seconds < 0 || (seconds == 0 && attoseconds <= 0) ? 0
+            : UInt64(min(seconds, 3600)) * 1_000_000_000 + UInt64(max(0, attoseconds) / 1_000_000_000)
         _ = core.execute { [core] in core.replyDelayNanoseconds = nanoseconds }
     }
 

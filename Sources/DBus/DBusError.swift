@@ -91,4 +91,5 @@ public enum DBusErrorName {
     public static let nameHasNoOwner = "org.freedesktop.DBus.Error.NameHasNoOwner"
     public static let accessDenied = "org.freedesktop.DBus.Error.AccessDenied"
     public static let noMemory = "org.freedesktop.DBus.Error.NoMemory"
+    public static let limitsExceeded = "org.freedesktop.DBus.Error.LimitsExceeded"
 }

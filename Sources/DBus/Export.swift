@@ -425,15 +425,30 @@ extension ConnectionCore {
     func replyOnLoop(to call: DBusMessage, _ result: Result<[DBusValue], DBusError>) {
         assertOnLoop()
         guard !call.flags.contains(.noReplyExpected) else { return }
-        if replyDelayNanoseconds > 0 {
-            let delay = replyDelayNanoseconds
-            Task { [self] in
-                try? await Task.sleep(nanoseconds: delay)
-                _ = execute { [self] in sendReplyOnLoop(to: call, result) }
-            }
-            return
-        }
         sendReplyOnLoop(to: call, result)
+    }
+
+    /// A slow service (``DBusConnection/delayReplies(by:)``): the call is
+    /// handled `replyDelayNanoseconds` after it came, not answered late with
+    /// what was true when it came. A real bluetoothd that is slow answers
+    /// with the state of when it answers, so a reply never carries a state
+    /// older than a signal sent before it. Every call waits the same time,
+    /// so taking the oldest held call when a timer ends keeps their order.
+    func holdCall(_ message: DBusMessage) {
+        assertOnLoop()
+        guard delayedCalls.count < Self.maximumDelayedCalls else {
+            return replyOnLoop(to: message, .failure(.remote(name: DBusErrorName.limitsExceeded,
+                                                             message: "Too many calls waiting for an answer")))
+        }
+        delayedCalls.append(message)
+        let delay = replyDelayNanoseconds
+        Task { [self] in
+            try? await Task.sleep(nanoseconds: delay)
+            _ = execute { [self] in
+                guard let call = delayedCalls.popFirst() else { return }
+                exports.handleCall(call, core: self)
+            }
+        }
     }
 
     private func sendReplyOnLoop(to call: DBusMessage, _ result: Result<[DBusValue], DBusError>) {

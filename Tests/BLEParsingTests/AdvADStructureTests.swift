@@ -20,7 +20,7 @@ struct AdvADStructureTests {
         #expect(a.serviceUUIDs.count == 4)
         #expect(a.serviceUUIDs[0] == BluetoothUUID(uuid16: 0x1820))
         #expect(a.serviceUUIDs[2] == BluetoothUUID(uuid32: 0x7856_3412))
-        #expect(a.serviceUUIDs[3] == (try BluetoothUUID(littleEndianBytes: uuid128)))
+        #expect(a.serviceUUIDs[3] == BluetoothUUID(littleEndianBytes: uuid128))
         #expect(a.serviceUUIDsComplete)
         #expect(a.localName == "Snsor")
         #expect(a.localNameIsComplete == false)

@@ -388,18 +388,18 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
     /// bluetoothd exits while our StartDiscovery waits for its answer (seen
     /// in the real-BlueZ tier: under TCG the answer took 4 s, the restart
     /// workflow killed bluetoothd meanwhile, and the scan failed with
-    /// NoReply). `discover` returns a session (which starts discovery again
-    /// when bluetoothd is back, as `adapterAndBluetoothdOutagesAreFollowed`
-    /// shows) instead of the error. Not checked here: the restart itself —
-    /// with `replyDelay` the simulator answers GetManagedObjects with the
-    /// state of when it was asked, after the Powered=true signal that
-    /// followed, so the mirror keeps Powered=false (a real bluetoothd
-    /// answers with the state of when it answers).
+    /// NoReply). `discover` returns a session instead of the error, and the
+    /// session starts discovery when bluetoothd is back, though every answer
+    /// is still 2 s late. The second half also holds the simulator to what
+    /// a slow bluetoothd does: it answers GetManagedObjects with the state
+    /// of when it answers. Until 2026-12-01 it answered with the state of
+    /// when it was asked, after the Powered=true signal that followed, so
+    /// the mirror kept Powered=false and discovery never started again.
     @Test func discoveryStartedWhileBluetoothdExitsGivesASessionNotAnError() async throws {
         var scenario = try loadFixture("test-outage.json")
         scenario.replyDelay = 2          // every answer 2 s late
         scenario.adapters[1].outages = []
-        scenario.outages = [Scenario.Outage(at: 3.0, returnAt: nil)]
+        scenario.outages = [Scenario.Outage(at: 3.0, returnAt: 5.0)]
         try await withSimulator(loaded: scenario) { _, client in
             let hci0 = try AdapterID(name: "hci0")
             let started = ContinuousClock.now
@@ -408,6 +408,12 @@ func withSimulator<T>(loaded: Scenario, _ body: (PrivateBus, BlueZClient) async 
             #expect(ContinuousClock.now - started < .seconds(1.8), "returned when bluetoothd left, not after its answer")
             #expect(session.adapter == hci0)
             #expect(!client.mirror.snapshot().available)
+            // Back at 5 s: the mirror refills (answered at ~7 s) with hci0
+            // powered, and the session's StartDiscovery is answered at ~9 s.
+            try await client.mirror.wait(for: "hci0 powered again", timeout: .seconds(20)) {
+                $0.available && $0.adapters[hci0]?.powered == true
+            }
+            try await client.mirror.wait(for: "discovery restarted", timeout: .seconds(20)) { $0.adapters[hci0]?.discovering == true }
             await session.stop()
         }
     }

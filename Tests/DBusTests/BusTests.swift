@@ -232,6 +232,36 @@ func echoObject() -> DBusExportedInterface {
         }
     }
 
+    /// `delayReplies`: a slow service handles a call when its delay is
+    /// over, so the answer carries the state of then, never one older than
+    /// a signal sent before it (the simulator's slow bluetoothd; a reply
+    /// built when the call came and sent late would say Level 7 here).
+    @Test func aSlowServiceAnswersWithTheStateOfWhenItAnswers() async throws {
+        try await withBus { bus in
+            let server = try await DBusConnection.connect(to: .address(bus.address))
+            let client = try await DBusConnection.connect(to: .address(bus.address))
+            let reg = try await server.export("/echo", interfaces: [echoObject()])
+            server.delayReplies(by: .milliseconds(800))
+            let proxy = DBusProxy(connection: client, destination: server.uniqueName, path: "/echo", interface: echoInterface)
+            let changes = try await client.signals(matching: DBusMatchRule(
+                sender: server.uniqueName, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged", path: "/echo"))
+            let started = ContinuousClock.now
+            let asked = Task { try await proxy.property("Level") }
+            try await Task.sleep(for: .milliseconds(200))
+            reg.setProperty(echoInterface, "Level", .byte(9))
+            let signal = try await first(changes)
+            #expect(signal?.body[1] == .propertyMap(["Level": .byte(9)]))
+            #expect(try await asked.value == .byte(9))
+            #expect(ContinuousClock.now - started >= .milliseconds(700), "answered late, as asked")
+            // Calls keep their order: the later Set wins.
+            async let first: Void = proxy.setProperty("Name", .string("a"))
+            try await Task.sleep(for: .milliseconds(50))
+            async let second: Void = proxy.setProperty("Name", .string("b"))
+            _ = try await (first, second)
+            #expect(await reg.property(echoInterface, "Name") == .string("b"))
+        }
+    }
+
     @Test func objectManagerSemantics() async throws {
         try await withBus { bus in
             let server = try await DBusConnection.connect(to: .address(bus.address))
